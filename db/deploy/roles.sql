@@ -1,0 +1,27 @@
+-- Deploy qinglong:roles to pg
+-- The four cluster roles of ARCHITECTURE §8. Roles are cluster-wide, so creation is idempotent:
+-- several databases of one cluster (tests, templates) share them.
+--   ql_owner      NOLOGIN, owns every object; SECURITY DEFINER functions run as it.
+--   ql_runtime    LOGIN, the shell: EXECUTE on ql_api only, no table privilege.
+--   ql_scheduler  NOLOGIN, pg_cron runs convergence as it (granted by the scheduling change).
+--   ql_readonly   NOLOGIN, DBA read access to views granted explicitly.
+begin;
+
+do $$
+declare
+  v_role text;
+begin
+  foreach v_role in array array['ql_owner', 'ql_runtime', 'ql_scheduler', 'ql_readonly'] loop
+    if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+      execute pg_catalog.format('create role %I nologin', v_role);
+    end if;
+  end loop;
+end
+$$;
+
+alter role ql_runtime login;
+-- A shell connection never sits idle inside a transaction while holding row locks.
+alter role ql_runtime set idle_in_transaction_session_timeout = '5s';
+alter role ql_runtime set statement_timeout = '10s';
+
+commit;

@@ -1,0 +1,5 @@
+-- Revert qinglong:ql/audit from pg
+begin;
+drop table ql.mutations;
+drop table ql.security_audit;
+commit;

@@ -1,0 +1,4 @@
+-- Revert qinglong:ql/settings from pg
+begin;
+drop table ql.settings;
+commit;

@@ -1,0 +1,77 @@
+"""Shared pytest fixtures: one real PostgreSQL 15 cluster per session, a template database built
+once by `sqitch deploy`, and a fresh database per test cloned from it.
+
+Touches: a temporary folder under /tmp (the cluster), the cluster's databases. fsync is off here
+(tests only; benchmarks use their own cluster with fsync on).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from qinglong.devdb import Cluster
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = "ql_template"
+
+
+@dataclass(frozen=True)
+class Database:
+    """One test database: connect as the superuser (fixtures, inspection) or as ql_runtime (the API)."""
+
+    cluster: Cluster
+    name: str
+
+    def dsn(self, user: str = "postgres") -> str:
+        return f"host={self.cluster.host} port={self.cluster.port} user={user} dbname={self.name}"
+
+    @property
+    def runtime_dsn(self) -> str:
+        return self.dsn("ql_runtime")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="ql-test-", dir="/tmp"))
+    root.chmod(0o755)
+    c = Cluster(root, fsync=False)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(cluster: Cluster) -> str:
+    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute(f"create database {TEMPLATE}")
+    subprocess.run(
+        ["sqitch", "deploy", "--quiet", cluster.sqitch_target(TEMPLATE)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    return TEMPLATE
+
+
+@pytest.fixture
+def database(cluster: Cluster, template_db: str) -> Iterator[Database]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute(f"create database {name} template {template_db}")
+    try:
+        yield Database(cluster, name)
+    finally:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute(f"drop database {name} with (force)")
