@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# For now: a local PostgreSQL 15 (fsync on, pg_cron preloaded) in .demo/, everything deployed
+# For now: a local PostgreSQL 15 (fsync on, pg_cron preloaded) in a temporary folder, everything deployed
 # with sqitch, and how to connect. It keeps running until Ctrl-C, then stops and cleans up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(mktemp -d /tmp/qinglong-demo.XXXXXX)
-chmod 755 "$root"
-exec .venv/bin/python -m qinglong.devdb run --root "$root" --fsync on -- bash -c '
+exec .venv/bin/python -m qinglong.devdb run --fsync on -- bash -c '
   set -euo pipefail
   psql -qAt -v ON_ERROR_STOP=1 -d postgres -c "create database qinglong"
   sqitch deploy --quiet "db:pg://${PGUSER}@${PGHOST}:${PGPORT}/qinglong"

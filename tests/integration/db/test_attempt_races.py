@@ -222,6 +222,15 @@ def check_invariants(db: Database, w: World) -> None:
             " from ql.run_events"
         ).fetchone()
         assert dupes == (0, 0)
+        everything = conn.execute(
+            "select string_agg(t, ' ') from (select r::text t from ql.runs r union all"
+            " select a::text from ql.run_attempts a union all select l::text from ql.run_leases l union all"
+            " select e::text from ql.run_events e union all select o::text from ql.offers o) q"
+        ).fetchone()
+        assert everything is not None and everything[0]
+        for o in w.offers:
+            assert o.token not in everything[0], "a raw lease token reached the database"
+            assert o.token.encode().hex() not in everything[0]
         per_type = conn.execute(
             "select run_id, type, count(*) from ql.run_events group by run_id, type having count(*) > 1"
         ).fetchall()
