@@ -21,11 +21,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The Debian package starts a system cluster on 5432 we do not use; tests start their own.
-if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q online; then
-  pg_lsclusters -h | awk '$4=="online"{print $1, $2}' | while read -r v c; do pg_ctlcluster "$v" "$c" stop || true; done
-fi
-
 PYTHON=${PYTHON:-python3}
 stamp=.venv/.qinglong-setup
 want=$(cat pyproject.toml scripts/setup.sh scripts/link_import_root.py | sha256sum | cut -d' ' -f1)
