@@ -49,12 +49,16 @@ begin
   if v_session.worker_generation <> p_worker_generation then
     return ql.outcome('fenced', 'stale_generation');
   end if;
+  -- The session was opened under the Worker's generation; disabling or re-enrolling the Worker
+  -- stops new work at once, even before its live session is closed.
+  select w.pool into v_pool from ql.workers w
+   where w.id = p_worker_id and w.status = 'active' and w.generation = p_worker_generation;
+  if v_pool is null then return ql.outcome('fenced', 'worker_disabled'); end if;
   if (select count(*) from ql.run_attempts a
       where a.worker_id = p_worker_id and a.status in ('claimed', 'starting', 'running')) >= v_session.capacity then
     return ql.outcome('empty', 'at_capacity');
   end if;
 
-  select w.pool into strict v_pool from ql.workers w where w.id = p_worker_id;
   select * into v_run from ql.runs r
    where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
      and r.cancel_requested_at_ms is null
@@ -100,6 +104,6 @@ $$;
 
 comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea) is
 'Claims the oldest offerable Run of the Worker''s pool for this session. Results: offered | empty (no_work, at_capacity) '
-'| invalid | fenced (stale_session, session_expired, stale_generation). The lease token digest is stored, never returned.';
+'| invalid | fenced (stale_session, session_expired, stale_generation, worker_disabled: disabled or re-enrolled). The lease token digest is stored, never returned.';
 revoke all on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea) from public;
 grant execute on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea) to ql_runtime;

@@ -1,0 +1,308 @@
+-- Tests ql_api.offer_pull_v1: offered (shape, rows, events, token digest only), oldest-first, pool, cancel intent, empty, invalid, fences; structure and grants.
+begin;
+\ir ../fixtures.psql
+select plan(72);
+
+-- Structure: one SECURITY DEFINER function, executable by the runtime role and nobody else.
+select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+  'offer_pull_v1(uuid, uuid, bigint, bytea) exists');
+select is_definer('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+  'offer_pull_v1 runs as its owner (SECURITY DEFINER)');
+select function_returns('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'], 'jsonb',
+  'offer_pull_v1 returns a typed jsonb result');
+select is((select p.proconfig from pg_catalog.pg_proc p
+           where p.oid = 'ql_api.offer_pull_v1(uuid, uuid, bigint, bytea)'::regprocedure),
+  array['search_path=pg_catalog, pg_temp'],
+  'offer_pull_v1 pins search_path to pg_catalog, pg_temp');
+select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+  'ql_runtime', array['EXECUTE'], 'the runtime role may execute offer_pull_v1');
+select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+  'public', array[]::text[], 'PUBLIC may not execute offer_pull_v1');
+
+-- Fixtures. Queue order is set explicitly (queued_at_ms), not by insertion order:
+--   r_gpu (pool gpu) -180 s, r_cancel (cancel intent) -120 s, r_old -60 s, r_new -30 s,
+--   r_extra (maxAttempts 2) -20 s, r_more -10 s. r_new is inserted before r_old on purpose.
+select pg_temp.mk_project() as project \gset
+select pg_temp.mk_revision(:'project', '{"argv": ["sleep", "1"], "env": {"MODE": "test"}, "timeoutMs": 5000}') as rev \gset
+select pg_temp.mk_revision(:'project', '{"argv": ["true"], "maxAttempts": 2}') as rev_retry \gset
+select pg_temp.mk_revision(:'project', '{"argv": ["nvidia-smi"], "pool": "gpu"}') as rev_gpu \gset
+select pg_temp.mk_run(:'rev_gpu') as r_gpu \gset
+select pg_temp.mk_run(:'rev') as r_cancel \gset
+select pg_temp.mk_run(:'rev') as r_new \gset
+select pg_temp.mk_run(:'rev') as r_old \gset
+select pg_temp.mk_run(:'rev_retry') as r_extra \gset
+select pg_temp.mk_run(:'rev') as r_more \gset
+select ql.now_ms() as base \gset
+update ql.runs set queued_at_ms = :base - 180000 where id = :'r_gpu';
+update ql.runs set queued_at_ms = :base - 120000 where id = :'r_cancel';
+update ql.runs set queued_at_ms = :base - 60000 where id = :'r_old';
+update ql.runs set queued_at_ms = :base - 30000 where id = :'r_new';
+update ql.runs set queued_at_ms = :base - 20000 where id = :'r_extra';
+update ql.runs set queued_at_ms = :base - 10000 where id = :'r_more';
+select ql.run_cancel_intent(:'r_cancel', 'user', 'user', null, ql.now_ms()) as cancel_seq \gset
+
+select pg_temp.mk_worker() as w \gset
+select pg_temp.mk_worker() as wc \gset
+select pg_temp.mk_worker('gpu') as wg \gset
+select pg_temp.mk_worker('idle') as wo \gset
+select pg_temp.mk_worker() as wf \gset
+select offer_ttl_ms as offer_ttl from ql.settings \gset
+select pg_temp.digest('token-a') as tok \gset
+
+set local role ql_runtime;
+select pg_temp.open_session(:'w') as s \gset
+select pg_temp.open_session(:'wc', 1) as sc \gset
+select pg_temp.open_session(:'wg') as sg \gset
+select pg_temp.open_session(:'wo') as so \gset
+select pg_temp.open_session(:'wf') as sf_old \gset
+select pg_temp.open_session(:'wf') as sf \gset
+reset role;
+
+-- 1. Invalid input: nothing is claimed although work is queued.
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(null, :'s', 1, :'tok'::bytea),
+  '{"status": "invalid", "reason": "worker_id"}'::jsonb, 'a missing worker id is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a missing worker id is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', null, 1, :'tok'::bytea),
+  '{"status": "invalid", "reason": "session_id"}'::jsonb, 'a missing session id is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a missing session id is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', null, :'tok'::bytea),
+  '{"status": "invalid", "reason": "worker_generation"}'::jsonb, 'a missing generation is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a missing generation is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 0, :'tok'::bytea),
+  '{"status": "invalid", "reason": "worker_generation"}'::jsonb, 'generation 0 is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'generation 0 is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', -1, :'tok'::bytea),
+  '{"status": "invalid", "reason": "worker_generation"}'::jsonb, 'a negative generation is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a negative generation is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 9007199254740992, :'tok'::bytea),
+  '{"status": "invalid", "reason": "worker_generation"}'::jsonb, 'generation 2^53 is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'generation 2^53 is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 1, null),
+  '{"status": "invalid", "reason": "token_digest"}'::jsonb, 'a missing token digest is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a missing token digest is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 1, ''::bytea),
+  '{"status": "invalid", "reason": "token_digest"}'::jsonb, 'an empty token digest is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'an empty token digest is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 1, substring(:'tok'::bytea from 1 for 31)),
+  '{"status": "invalid", "reason": "token_digest"}'::jsonb, 'a 31-byte token digest is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a 31-byte token digest is invalid and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 1, :'tok'::bytea || '\x00'::bytea),
+  '{"status": "invalid", "reason": "token_digest"}'::jsonb, 'a 33-byte token digest (a raw token, say) is invalid');
+reset role;
+select is(pg_temp.state(), :'before', 'a 33-byte token digest is invalid and nothing changes');
+
+-- 2. Session fences (worker wf: sf_old was replaced by sf).
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wf', gen_random_uuid(), 1, :'tok'::bytea),
+  '{"status": "fenced", "reason": "stale_session"}'::jsonb, 'an unknown session is stale');
+reset role;
+select is(pg_temp.state(), :'before', 'an unknown session is stale and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wf', :'s', 1, :'tok'::bytea),
+  '{"status": "fenced", "reason": "stale_session"}'::jsonb, 'another worker''s session is stale for this worker');
+reset role;
+select is(pg_temp.state(), :'before', 'another worker''s session is stale and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wf', :'sf_old', 1, :'tok'::bytea),
+  '{"status": "fenced", "reason": "stale_session"}'::jsonb, 'a replaced session is stale');
+reset role;
+select is(pg_temp.state(), :'before', 'a replaced session is stale and nothing changes');
+
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wf', :'sf', 2, :'tok'::bytea),
+  '{"status": "fenced", "reason": "stale_generation"}'::jsonb, 'a generation other than the session''s is fenced');
+reset role;
+select is(pg_temp.state(), :'before', 'a stale generation is fenced and nothing changes');
+
+update ql.worker_sessions set expires_at_ms = ql.now_ms() - 1 where id = :'sf';
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wf', :'sf', 1, :'tok'::bytea),
+  '{"status": "fenced", "reason": "session_expired"}'::jsonb, 'a live session past its expiry is expired');
+reset role;
+select is(pg_temp.state(), :'before', 'an expired session is fenced and nothing changes');
+
+-- 3. A worker whose pool has no queued Run.
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wo', :'so', 1, :'tok'::bytea),
+  '{"status": "empty", "reason": "no_work"}'::jsonb, 'a pool without queued Runs is empty/no_work');
+reset role;
+select is(pg_temp.state(), :'before', 'no_work changes nothing although other pools have work');
+
+-- 4. The first offer: the oldest queued, offerable Run of the worker's pool.
+select ql.now_ms() as t0 \gset
+set local role ql_runtime;
+select ql_api.offer_pull_v1(:'w', :'s', 1, :'tok'::bytea) as pull1 \gset
+reset role;
+select ql.now_ms() as t1 \gset
+select :'pull1'::jsonb -> 'offer' as o1, :'pull1'::jsonb -> 'offer' ->> 'attemptId' as a1,
+       :'pull1'::jsonb -> 'offer' ->> 'offerId' as offer1 \gset
+
+select is(array(select k from jsonb_object_keys(:'pull1'::jsonb) k order by k), array['offer', 'status'],
+  'an offered pull answers exactly status and offer');
+select is(:'pull1'::jsonb ->> 'status', 'offered', 'a worker with capacity in a pool with work is offered');
+select is(array(select k from jsonb_object_keys(:'o1'::jsonb) k order by k),
+  array['attemptId', 'attemptNo', 'leaseExpiresAtMs', 'leaseGeneration', 'leaseVersion', 'offerExpiresAtMs',
+        'offerId', 'plan', 'projectId', 'runId'],
+  'the offer carries exactly the documented keys (no token, no digest)');
+select is(:'o1'::jsonb ->> 'runId', :'r_old',
+  'the oldest queued Run of the pool is offered first (older Runs of another pool or with a cancel intent are skipped)');
+select is(:'o1'::jsonb ->> 'projectId', :'project', 'the offer names the Run''s Project');
+select is(:'o1'::jsonb -> 'plan', (select t.plan_json from ql.task_execution_revisions t where t.id = :'rev'),
+  'the offered plan is exactly the pinned revision''s plan_json');
+select is(array[:'o1'::jsonb ->> 'attemptNo', :'o1'::jsonb ->> 'leaseGeneration', :'o1'::jsonb ->> 'leaseVersion'],
+  array['1', '1', '1'], 'the first Attempt is number 1, with lease generation = attempt number and lease version 1');
+select is(:'o1'::jsonb -> 'leaseExpiresAtMs', :'o1'::jsonb -> 'offerExpiresAtMs', 'the Lease expires with the offer');
+select ok((:'o1'::jsonb ->> 'offerExpiresAtMs')::bigint between :t0 + :offer_ttl and :t1 + :offer_ttl,
+  'the offer expires at database time + offer TTL');
+select results_eq(
+  format('select a.run_id, a.status::text, a.attempt_no, a.worker_id, a.worker_generation, a.offer_id, a.version,
+                 a.callback_sequence, a.deadline_at_ms::bigint, a.started_at_ms::bigint, a.ended_at_ms::bigint
+            from ql.run_attempts a where a.id = %L', :'a1'),
+  format('values (%L::uuid, %L::text, 1, %L::uuid, 1::bigint, %L::uuid, 1::bigint, 0, null::bigint, null::bigint, null::bigint)',
+         :'r_old', 'claimed', :'w', :'offer1'),
+  'the Attempt is stored claimed, number 1, of this worker generation and offer, version 1, no deadline yet');
+select results_eq(
+  format('select l.lease_generation, l.token_digest::bytea, l.version, l.renewed_at_ms::bigint, l.expires_at_ms::bigint
+            from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where l.attempt_id = %L', :'a1'),
+  format('select 1::bigint, %L::bytea, 1::bigint, a.claimed_at_ms::bigint, %s::bigint from ql.run_attempts a where a.id = %L',
+         :'tok', :'o1'::jsonb ->> 'leaseExpiresAtMs', :'a1'),
+  'the Lease stores generation 1, the token''s SHA-256, version 1, renewed at the claim, expiring with the offer');
+select results_eq(
+  format('select o.attempt_id, o.worker_id, o.session_id, o.expires_at_ms::bigint from ql.offers o where o.id = %L', :'offer1'),
+  format('values (%L::uuid, %L::uuid, %L::uuid, %s::bigint)', :'a1', :'w', :'s', :'o1'::jsonb ->> 'offerExpiresAtMs'),
+  'the Offer is stored for this Attempt, worker and session, with the answered expiry');
+select results_eq(
+  format('select r.status::text, r.current_attempt_id, r.attempt_count, r.version, r.event_sequence
+            from ql.runs r where r.id = %L', :'r_old'),
+  format('values (%L::text, %L::uuid, 1, 3::bigint, 2::bigint)', 'queued', :'a1'),
+  'the Run stays queued, held by the Attempt, attempt_count 1, version and sequence bumped once');
+select results_eq(
+  format('select e.sequence, e.type, e.actor_kind::text, e.actor_id, e.attempt_id, e.payload, e.dedupe_key
+            from ql.run_events e where e.run_id = %L order by e.sequence', :'r_old'),
+  format('values (1::bigint, %L::text, %L::text, null::uuid, null::uuid, %L::jsonb, %L::text),
+                 (2::bigint, %L::text, %L::text, %L::uuid, %L::uuid, %L::jsonb, %L::text)',
+         'run.queued', 'system', '{}', 'run.queued:' || :'r_old',
+         'attempt.claimed', 'worker', :'w', :'a1',
+         jsonb_build_object('attemptNo', 1, 'workerId', :'w', 'offerId', :'offer1',
+                            'offerExpiresAtMs', (:'o1'::jsonb ->> 'offerExpiresAtMs')::bigint),
+         'attempt.claimed:' || :'a1'),
+  'one attempt.claimed event by the worker follows run.queued, contiguously');
+select ok(:'pull1' !~ encode(:'tok'::bytea, 'hex') and :'pull1' !~ 'token-a',
+  'the offer answer carries neither the token nor its digest');
+select ok(not exists (select 1 from ql.run_events e where e.payload::text ~ encode(:'tok'::bytea, 'hex')),
+  'no event payload carries the token digest');
+
+-- 5. A claimed Run is not offered twice: the next pull takes the next oldest.
+set local role ql_runtime;
+select pg_temp.pull(:'w', :'s') as o2 \gset
+reset role;
+select is(:'o2'::jsonb ->> 'runId', :'r_new', 'a claimed Run is not offered again; the next oldest Run follows');
+select is((select count(*)::int from ql.run_attempts a where a.run_id = :'r_old'), 1,
+  'the claimed Run still has exactly one Attempt');
+
+-- 6. Capacity: a session of capacity 1 takes one Attempt, then answers at_capacity while work remains.
+set local role ql_runtime;
+select pg_temp.pull(:'wc', :'sc') as oc \gset
+reset role;
+select is(:'oc'::jsonb ->> 'runId', :'r_extra', 'a capacity-1 session is offered the next oldest Run');
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wc', :'sc', 1, :'tok'::bytea),
+  '{"status": "empty", "reason": "at_capacity"}'::jsonb, 'a full session is empty/at_capacity although a Run is queued');
+reset role;
+select is(pg_temp.state(), :'before', 'at_capacity changes nothing');
+
+-- 7. The pool drains; a Run with a cancel intent is never offered.
+set local role ql_runtime;
+select pg_temp.pull(:'w', :'s') as o3 \gset
+reset role;
+select is(:'o3'::jsonb ->> 'runId', :'r_more', 'the newest offerable Run comes last');
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'w', :'s', 1, :'tok'::bytea),
+  '{"status": "empty", "reason": "no_work"}'::jsonb, 'once every offerable Run is claimed the pool is empty/no_work');
+reset role;
+select is(pg_temp.state(), :'before', 'no_work changes nothing');
+select results_eq(
+  format('select r.status::text, r.current_attempt_id, r.attempt_count, r.cancel_reason::text from ql.runs r where r.id = %L', :'r_cancel'),
+  format('values (%L::text, null::uuid, 0, %L::text)', 'queued', 'user'),
+  'the queued Run with a cancel intent, older than all others, was never offered');
+
+-- 8. Only the worker's pool: the gpu worker gets the gpu Run, which no default worker took.
+set local role ql_runtime;
+select is(pg_temp.pull(:'wg', :'sg') ->> 'runId', :'r_gpu', 'a worker is offered the Runs of its own pool only');
+reset role;
+
+-- 9. Capacity counts live Attempts only, and a retry's lease generation is its attempt number.
+set local role ql_runtime;
+select is(pg_temp.activate('start_failure', :'wc', :'sc', :'oc', 'token-a', 'spawn.enoent') -> 'snapshot' ->> 'runStatus',
+  'retry_wait', 'a start failure of the capacity-1 session''s Attempt schedules a retry');
+reset role;
+update ql.runs set status = 'queued', retry_at_ms = null where id = :'r_extra';  -- as the retry authority would
+set local role ql_runtime;
+select ql_api.offer_pull_v1(:'wc', :'sc', 1, pg_temp.digest('token-b')) -> 'offer' as oc2 \gset
+reset role;
+select is(array[:'oc2'::jsonb ->> 'runId', :'oc2'::jsonb ->> 'attemptNo', :'oc2'::jsonb ->> 'leaseGeneration'],
+  array[:'r_extra', '2', '2'],
+  'the freed session is offered the requeued Run as Attempt 2 with lease generation 2');
+select results_eq(
+  format('select l.lease_generation, l.version, l.token_digest::bytea from ql.run_leases l where l.attempt_id = %L',
+         :'oc2'::jsonb ->> 'attemptId'),
+  format('values (2::bigint, 1::bigint, %L::bytea)', pg_temp.digest('token-b')),
+  'the second Lease is stored with generation 2, version 1 and the new token''s digest');
+
+-- 10. The raw token text reaches nothing the control plane stores.
+select ok(pg_temp.state() !~ 'token-a' and pg_temp.state() !~ 'token-b',
+  'no stored row contains a raw token');
+
+-- 11. A disabled or re-enrolled Worker gets no new work, even through its still-live session.
+select pg_temp.mk_run(:'rev') as r_more \gset
+update ql.workers set status = 'disabled' where id = :'wc';
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wc', :'sc', 1, pg_temp.digest('token-c')), '{"status": "fenced", "reason": "worker_disabled"}'::jsonb,
+  'a disabled Worker''s live session is fenced');
+reset role;
+select is(pg_temp.state(), :'before', 'the disabled Worker''s pull changes nothing');
+update ql.workers set status = 'active', generation = 2 where id = :'wc';
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wc', :'sc', 1, pg_temp.digest('token-c')), '{"status": "fenced", "reason": "worker_disabled"}'::jsonb,
+  'a re-enrolled Worker''s old-generation session is fenced');
+reset role;
+select is(pg_temp.state(), :'before', 'the old generation''s pull changes nothing');
+
+select * from finish();
+rollback;
