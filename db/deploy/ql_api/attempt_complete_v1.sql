@@ -86,8 +86,8 @@ begin
   if v_lease.version <> p_lease_version then return ql.outcome('fenced', 'stale_version'); end if;
   if v_lease.expires_at_ms <= f.now_ms then return ql.outcome('fenced', 'lease_expired'); end if;
 
-  select count(*) = jsonb_array_length(p_artifacts)
-         and count(*) = (select count(*) from ql.artifacts a2 where a2.attempt_id = p_attempt_id)
+  select count(distinct a.id) = jsonb_array_length(p_artifacts)
+         and count(distinct a.id) = (select count(*) from ql.artifacts a2 where a2.attempt_id = p_attempt_id)
     into v_receipts_ok
     from jsonb_array_elements(p_artifacts) r
     join ql.artifacts a on a.id = (r ->> 'artifactId')::uuid and a.attempt_id = p_attempt_id
