@@ -7,13 +7,6 @@ select plan(150);
 create function pg_temp.snap(p_attempt uuid) returns jsonb language sql
 return (select ql.attempt_snapshot(r, a, l) from ql.run_attempts a join ql.runs r on r.id = a.run_id
         join ql.run_leases l on l.attempt_id = a.id where a.id = p_attempt);
--- A Run's stream is whole: sequences 1..n without a gap, event_sequence = n and version = 1 + n.
-create function pg_temp.stream_ok(p_run uuid) returns boolean language sql
-return (select count(*) = coalesce(max(e.sequence), 0) and count(*) = count(distinct e.sequence)
-               and coalesce(min(e.sequence), 1) = 1
-               and r.event_sequence = count(*) and r.version = 1 + count(*)
-          from ql.runs r left join ql.run_events e on e.run_id = r.id
-         where r.id = p_run group by r.id, r.event_sequence, r.version);
 -- The (sequence, type) list of a Run's events, for results_eq.
 create function pg_temp.event_types(p_run uuid) returns table (sequence bigint, type text) language sql
 as $$ select e.sequence, e.type from ql.run_events e where e.run_id = p_run order by e.sequence $$;

@@ -4,40 +4,6 @@ begin;
 \set QUIET 1
 select plan(206);
 
--- A fresh Project with one queued Run in a pool of its own, and an enrolled Worker of that pool.
--- Returns the Worker. A pool per scenario keeps each pull on its own Run.
-create function pg_temp.mk_scenario(p_plan jsonb default '{"argv": ["true"]}') returns uuid language plpgsql as $$
-declare
-  v_pool text := 'lc-' || substr(md5(random()::text), 1, 12);
-begin
-  perform pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), p_plan || jsonb_build_object('pool', v_pool)));
-  return pg_temp.mk_worker(v_pool);
-end $$;
-
--- As the runtime role: open a session for the Worker, pull its offer (token-a) and ACK it up to
--- p_phase (claimed | starting | running). Returns the offer plus workerId and sessionId.
-create function pg_temp.offer_at(p_worker uuid, p_phase text default 'running') returns jsonb language plpgsql as $$
-declare
-  v_session uuid := pg_temp.open_session(p_worker);
-  v_offer jsonb := pg_temp.pull(p_worker, v_session);
-begin
-  if v_offer is null then raise exception 'offer_at: nothing was offered'; end if;
-  if p_phase in ('starting', 'running')
-     and pg_temp.activate('starting', p_worker, v_session, v_offer) ->> 'status' <> 'applied' then
-    raise exception 'offer_at: starting ACK not applied';
-  end if;
-  if p_phase = 'running' and pg_temp.activate('running', p_worker, v_session, v_offer) ->> 'status' <> 'applied' then
-    raise exception 'offer_at: running ACK not applied';
-  end if;
-  return v_offer || jsonb_build_object('workerId', p_worker, 'sessionId', v_session);
-end $$;
-
--- A Run's event stream is contiguous from 1 and every event bumped runs.version once.
-create function pg_temp.stream_ok(p_run uuid) returns boolean language sql
-return (select r.version = 1 + count(e.*) and r.event_sequence = count(e.*)
-               and coalesce(min(e.sequence), 1) = 1 and coalesce(max(e.sequence), 0) = count(e.*)
-          from ql.runs r left join ql.run_events e on e.run_id = r.id where r.id = p_run group by r.id);
-
 select pg_temp.digest('token-a') as d, pg_temp.digest('token-b') as d_b,
        encode(pg_temp.digest('token-a'), 'hex') as d_hex,
        encode(convert_to('token-a', 'UTF8'), 'hex') as tok_hex \gset

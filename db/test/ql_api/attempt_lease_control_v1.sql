@@ -4,34 +4,6 @@ begin;
 \set QUIET 1
 select plan(132);
 
--- A fresh Project with one queued Run in a pool of its own, and an enrolled Worker of that pool.
--- Returns the Worker. A pool per scenario keeps each pull on its own Run.
-create function pg_temp.mk_scenario(p_plan jsonb default '{"argv": ["true"]}') returns uuid language plpgsql as $$
-declare
-  v_pool text := 'lc-' || substr(md5(random()::text), 1, 12);
-begin
-  perform pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), p_plan || jsonb_build_object('pool', v_pool)));
-  return pg_temp.mk_worker(v_pool);
-end $$;
-
--- As the runtime role: open a session for the Worker, pull its offer (token-a) and ACK it up to
--- p_phase (claimed | starting | running). Returns the offer plus workerId and sessionId.
-create function pg_temp.offer_at(p_worker uuid, p_phase text default 'running') returns jsonb language plpgsql as $$
-declare
-  v_session uuid := pg_temp.open_session(p_worker);
-  v_offer jsonb := pg_temp.pull(p_worker, v_session);
-begin
-  if v_offer is null then raise exception 'offer_at: nothing was offered'; end if;
-  if p_phase in ('starting', 'running')
-     and pg_temp.activate('starting', p_worker, v_session, v_offer) ->> 'status' <> 'applied' then
-    raise exception 'offer_at: starting ACK not applied';
-  end if;
-  if p_phase = 'running' and pg_temp.activate('running', p_worker, v_session, v_offer) ->> 'status' <> 'applied' then
-    raise exception 'offer_at: running ACK not applied';
-  end if;
-  return v_offer || jsonb_build_object('workerId', p_worker, 'sessionId', v_session);
-end $$;
-
 -- The rows a renewal writes, as text: (lease version, attempt version, run version, run event_sequence).
 create function pg_temp.versions(p_attempt uuid) returns text language sql
 return (select (l.version, a.version, r.version, r.event_sequence)::text
