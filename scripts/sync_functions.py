@@ -74,7 +74,7 @@ def verify(r: Routine) -> str:
         "join pg_catalog.pg_roles o on o.oid = p.proowner",
         f"where p.oid = '{sig}'::regprocedure and o.rolname = 'ql_owner'",
     ]
-    if r.change.startswith("ql_api/") and r.kind == "function":
+    if r.change.startswith("ql_api/") and r.kind == "function":  # converge is a procedure: see its header
         lines += [
             "  and p.prosecdef",
             "  and p.proconfig = array['search_path=pg_catalog, pg_temp']",

@@ -3,7 +3,8 @@
 -- several databases of one cluster (tests, templates) share them.
 --   ql_owner      NOLOGIN, owns every object; SECURITY DEFINER functions run as it.
 --   ql_runtime    LOGIN, the shell: EXECUTE on ql_api only, no table privilege.
---   ql_scheduler  NOLOGIN, pg_cron runs convergence as it (granted by the scheduling change).
+--   ql_scheduler  LOGIN without a password, pg_cron connects as it to CALL ql_api.converge and may
+--                 execute exactly that procedure and its two page functions.
 --   ql_readonly   NOLOGIN, DBA read access to views granted explicitly.
 begin;
 
@@ -20,6 +21,8 @@ end
 $$;
 
 alter role ql_runtime login;
+alter role ql_scheduler login;
+alter role ql_scheduler set statement_timeout = '60s';
 -- A shell connection never sits idle inside a transaction while holding row locks.
 alter role ql_runtime set idle_in_transaction_session_timeout = '5s';
 alter role ql_runtime set statement_timeout = '10s';

@@ -9,7 +9,8 @@ set local role ql_owner;
 -- otherwise exit code 0 without an error code succeeds; any other end fails, and a failed Attempt
 -- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
 -- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
--- signature: ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint)
+-- Convergence passes stable event ids (ADR-0118 §7); everyone else gets fresh server ids.
+-- signature: ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid)
 create or replace function ql.attempt_end(
   p_run ql.runs,
   p_attempt ql.run_attempts,
@@ -18,32 +19,28 @@ create or replace function ql.attempt_end(
   p_completion_digest bytea,
   p_actor_kind ql.actor_kind,
   p_actor_id uuid,
-  p_now_ms bigint
+  p_now_ms bigint,
+  p_attempt_event_id uuid default null,
+  p_run_event_id uuid default null
 )
 returns void
 language plpgsql
 as $$
 declare
-  v_plan jsonb;
   v_attempt_status ql.attempt_status;
   v_run_status ql.run_status;
   v_retry_at bigint;
 begin
-  select t.plan_json into strict v_plan from ql.task_execution_revisions t where t.id = p_run.task_revision_id;
-
   v_attempt_status := case
     when p_run.cancel_reason = 'timeout' then 'timed_out'
     when p_run.cancel_reason is not null then 'cancelled'
     when p_exit_code = 0 and p_error_code is null then 'succeeded'
     else 'failed'
   end;
-  v_run_status := case
-    when v_attempt_status <> 'failed' then v_attempt_status
-    when p_run.attempt_count < coalesce((v_plan ->> 'maxAttempts')::int, 1) then 'retry_wait'
-    else 'failed'
-  end;
-  if v_run_status = 'retry_wait' then
-    v_retry_at := p_now_ms + coalesce((v_plan ->> 'retryBackoffMs')::bigint, 0);
+  if v_attempt_status = 'failed' then
+    select d.status, d.retry_at_ms into v_run_status, v_retry_at from ql.retry_decision(p_run, p_now_ms) d;
+  else
+    v_run_status := v_attempt_status;
   end if;
 
   update ql.run_attempts a
@@ -57,17 +54,17 @@ begin
     p_run.id, null, 'attempt.' || v_attempt_status, p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
       'attemptNo', p_attempt.attempt_no, 'exitCode', p_exit_code, 'errorCode', p_error_code)),
-    p_now_ms, 'attempt.ended:' || p_attempt.id::text);
+    p_now_ms, 'attempt.ended:' || p_attempt.id::text, p_attempt_event_id);
   perform ql.run_event(
     p_run.id, v_run_status,
     case v_run_status when 'retry_wait' then 'run.retry_scheduled' else 'run.' || v_run_status end,
     p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('status', v_run_status, 'retryAtMs', v_retry_at)),
-    p_now_ms, 'run.after_attempt:' || p_attempt.id::text);
+    p_now_ms, 'run.after_attempt:' || p_attempt.id::text, p_run_event_id);
 end;
 $$;
 
-comment on function ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint) is
+comment on function ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid) is
 'Ends a live Attempt (succeeded|failed|cancelled|timed_out) and moves its Run (same, or retry_wait), '
 'releasing the Run''s current Attempt. Two events. Raises only on caller bugs.';
 

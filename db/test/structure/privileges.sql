@@ -1,7 +1,7 @@
 -- Structure: roles, schemas and privileges of ARCHITECTURE §8 — the runtime role executes the API and touches no table.
 begin;
 \ir ../fixtures.psql
-select plan(14);
+select plan(19);
 
 select has_role('ql_owner', 'ql_owner exists');
 select has_role('ql_runtime', 'ql_runtime exists');
@@ -29,13 +29,36 @@ select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p
 select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
            where n.nspname = 'ql' and has_function_privilege('ql_runtime', p.oid, 'execute')), null,
           'ql_runtime executes no private helper');
-select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-           where n.nspname = 'ql_api' and not has_function_privilege('ql_runtime', p.oid, 'execute')), null,
-          'ql_runtime executes every ql_api function');
+select is(
+  array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
+  array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_complete_v1', 'attempt_lease_control_v1',
+        'offer_pull_v1', 'request_admission_v1', 'run_cancel_request_v1', 'run_enqueue_v1',
+        'worker_session_heartbeat_v1', 'worker_session_open_v1'],
+  'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
+select is(
+  array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
+  array['converge', 'lease_expiry_reconcile_v1', 'run_cancellation_converge_v1'],
+  'ql_scheduler executes exactly converge and its two page functions');
+select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
+          and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
+          'only the owner (an operator acting as DBA) changes role bindings');
+select ok((select rolcanlogin and not rolsuper and not rolcreaterole and not rolcreatedb
+           from pg_roles where rolname = 'ql_scheduler'), 'ql_scheduler logs in (pg_cron connects as it) with no special attribute');
+select is((select count(*)::int from pg_class c join pg_namespace n on n.oid = c.relnamespace
+           cross join unnest(array['select', 'insert', 'update', 'delete', 'truncate']) p
+           where n.nspname in ('ql', 'ql_api') and c.relkind in ('r', 'v', 'm', 'S', 'p')
+             and has_table_privilege('ql_scheduler', c.oid, p)), 0,
+          'ql_scheduler has no privilege on any table');
 select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
            where n.nspname = 'ql_api' and p.prokind = 'f'
              and not (p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'])), null,
           'every ql_api function is SECURITY DEFINER with search_path = pg_catalog, pg_temp');
+select is(array(select p.proname || ':' || p.prosecdef || ':' || (p.proconfig is null) from pg_proc p
+                join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'ql_api' and p.prokind = 'p'),
+          array['converge:false:true'],
+                  'the one procedure, converge, is SECURITY INVOKER with no SET clause (it must COMMIT between pages)');
 
 set local role ql_runtime;
 select throws_ok('select count(*) from ql.runs', '42501', 'permission denied for schema ql',
