@@ -1,0 +1,154 @@
+"""qinglong.wire: the exact wire contracts shared by the shell and the Worker. Touches nothing: pure
+declarations and functions (standard library only, so a router-class Worker can import it).
+
+One definition per message, used by the sender and the receiver: `Msg.parse(bytes)`,
+`Msg.from_obj(dict)`, `Msg.from_result(sql_result, **shell_fields)`, `msg.to_obj()`,
+`msg.to_json()`, class-level `SCHEMA` and `CAP`. Every refusal is a `WireError(code, message)`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from qinglong.wire import activation, cancellation, completion, errors, lease_control, offer, session
+from qinglong.wire.activation import (
+    ACTIVATION_SCHEMA,
+    ActivationRequest,
+    ActivationResponse,
+    ActivationStartFailureRequest,
+    Executor,
+    Snapshot,
+)
+from qinglong.wire.cancellation import (
+    CANCELLATION_RESPONSES,
+    CANCELLATION_SCHEMA,
+    CancellationAccepted,
+    CancellationAlreadyRequested,
+    CancellationAlreadyTerminal,
+    CancellationRequest,
+    CancellationResponse,
+    parse_cancellation_response,
+)
+from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER, WIRE_CODES, WireError, decode, encode
+from qinglong.wire.common import ArtifactReceipt, AttemptFence
+from qinglong.wire.completion import (
+    ARTIFACT_MAX_BYTES,
+    COMPLETION_SCHEMA,
+    ArtifactStored,
+    ArtifactUploadRequest,
+    CompletionArtifact,
+    CompletionRequest,
+    CompletionResponse,
+)
+from qinglong.wire.errors import (
+    ERROR_CODES,
+    ERROR_SCHEMA,
+    ErrorMessage,
+    error_from_wire_error,
+    outcome_code,
+)
+from qinglong.wire.fields import Message, Record, Variants
+from qinglong.wire.lease_control import (
+    LEASE_CONTROL_RESPONSES,
+    LEASE_CONTROL_SCHEMA,
+    LeaseControlRequest,
+    LeaseControlResponse,
+    LeaseRenewed,
+    LeaseStopRequested,
+    LeaseTerminal,
+    check_lease_version,
+    parse_lease_control_response,
+)
+from qinglong.wire.offer import (
+    OFFER_RESPONSES,
+    OFFER_SCHEMA,
+    Offer,
+    OfferEmpty,
+    OfferOffered,
+    OfferPullRequest,
+    OfferResponse,
+    Plan,
+    parse_offer_response,
+)
+from qinglong.wire.session import (
+    SESSION_SCHEMA,
+    WorkerSessionAlive,
+    WorkerSessionHeartbeatRequest,
+    WorkerSessionOpened,
+    WorkerSessionOpenRequest,
+)
+
+ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
+    *session.MESSAGES,
+    *offer.MESSAGES,
+    *activation.MESSAGES,
+    *lease_control.MESSAGES,
+    *completion.MESSAGES,
+    *cancellation.MESSAGES,
+    *errors.MESSAGES,
+)
+
+__all__ = [
+    "ACTIVATION_SCHEMA",
+    "ALL_MESSAGES",
+    "ARTIFACT_MAX_BYTES",
+    "CANCELLATION_RESPONSES",
+    "CANCELLATION_SCHEMA",
+    "COMPLETION_SCHEMA",
+    "ERROR_CODES",
+    "ERROR_SCHEMA",
+    "KIB",
+    "LEASE_CONTROL_RESPONSES",
+    "LEASE_CONTROL_SCHEMA",
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "OFFER_RESPONSES",
+    "OFFER_SCHEMA",
+    "SESSION_SCHEMA",
+    "WIRE_CODES",
+    "ActivationRequest",
+    "ActivationResponse",
+    "ActivationStartFailureRequest",
+    "ArtifactReceipt",
+    "ArtifactStored",
+    "ArtifactUploadRequest",
+    "AttemptFence",
+    "CancellationAccepted",
+    "CancellationAlreadyRequested",
+    "CancellationAlreadyTerminal",
+    "CancellationRequest",
+    "CancellationResponse",
+    "CompletionArtifact",
+    "CompletionRequest",
+    "CompletionResponse",
+    "ErrorMessage",
+    "Executor",
+    "LeaseControlRequest",
+    "LeaseControlResponse",
+    "LeaseRenewed",
+    "LeaseStopRequested",
+    "LeaseTerminal",
+    "Message",
+    "Offer",
+    "OfferEmpty",
+    "OfferOffered",
+    "OfferPullRequest",
+    "OfferResponse",
+    "Plan",
+    "Record",
+    "Snapshot",
+    "Variants",
+    "WireError",
+    "WorkerSessionAlive",
+    "WorkerSessionHeartbeatRequest",
+    "WorkerSessionOpenRequest",
+    "WorkerSessionOpened",
+    "check_lease_version",
+    "decode",
+    "encode",
+    "error_from_wire_error",
+    "outcome_code",
+    "parse_cancellation_response",
+    "parse_lease_control_response",
+    "parse_offer_response",
+]

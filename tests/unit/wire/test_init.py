@@ -1,0 +1,140 @@
+"""Tests of the package surface (qinglong.wire). Touches nothing; reads wire/*.py.
+
+The schema table, the caps, where secrets may travel, and that the package stays standard-library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import qinglong.wire as wire_pkg
+from qinglong.wire import (
+    ALL_MESSAGES,
+    ActivationRequest,
+    ActivationResponse,
+    ActivationStartFailureRequest,
+    ArtifactStored,
+    ArtifactUploadRequest,
+    AttemptFence,
+    CancellationAccepted,
+    CancellationAlreadyRequested,
+    CancellationAlreadyTerminal,
+    CancellationRequest,
+    CompletionRequest,
+    CompletionResponse,
+    ErrorMessage,
+    LeaseControlRequest,
+    LeaseRenewed,
+    LeaseStopRequested,
+    LeaseTerminal,
+    Message,
+    OfferEmpty,
+    OfferOffered,
+    OfferPullRequest,
+    Record,
+    WorkerSessionAlive,
+    WorkerSessionHeartbeatRequest,
+    WorkerSessionOpened,
+    WorkerSessionOpenRequest,
+)
+from qinglong.wire.fields import List, Nested, Token
+
+WIRE = Path(wire_pkg.__file__).resolve().parent
+KIB = 1024
+
+CAPS: dict[type[Message], tuple[str, int]] = {
+    WorkerSessionOpenRequest: ("qinglong/worker-session@v1", 4 * KIB),
+    WorkerSessionOpened: ("qinglong/worker-session@v1", 4 * KIB),
+    WorkerSessionHeartbeatRequest: ("qinglong/worker-session@v1", 4 * KIB),
+    WorkerSessionAlive: ("qinglong/worker-session@v1", 4 * KIB),
+    OfferPullRequest: ("qinglong/remote-offer@v1", 4 * KIB),
+    OfferOffered: ("qinglong/remote-offer@v1", 128 * KIB),
+    OfferEmpty: ("qinglong/remote-offer@v1", 128 * KIB),
+    ActivationRequest: ("qinglong/remote-run-activation@v1", 4 * KIB),
+    ActivationStartFailureRequest: ("qinglong/remote-run-activation@v1", 4 * KIB),
+    ActivationResponse: ("qinglong/remote-run-activation@v1", 16 * KIB),
+    LeaseControlRequest: ("qinglong/remote-worker-lease-control@v1", 8 * KIB),
+    LeaseRenewed: ("qinglong/remote-worker-lease-control@v1", 4 * KIB),
+    LeaseStopRequested: ("qinglong/remote-worker-lease-control@v1", 4 * KIB),
+    LeaseTerminal: ("qinglong/remote-worker-lease-control@v1", 4 * KIB),
+    CompletionRequest: ("qinglong/remote-run-completion@v1", 4 * KIB),
+    CompletionResponse: ("qinglong/remote-run-completion@v1", 16 * KIB),
+    ArtifactUploadRequest: ("qinglong/remote-run-completion@v1", 1536 * KIB),
+    ArtifactStored: ("qinglong/remote-run-completion@v1", 4 * KIB),
+    CancellationRequest: ("qinglong/run-cancellation@v1", 4 * KIB),
+    CancellationAccepted: ("qinglong/run-cancellation@v1", 4 * KIB),
+    CancellationAlreadyRequested: ("qinglong/run-cancellation@v1", 4 * KIB),
+    CancellationAlreadyTerminal: ("qinglong/run-cancellation@v1", 4 * KIB),
+    ErrorMessage: ("qinglong/error@v1", 4 * KIB),
+}
+REQUESTS: set[type[Message]] = {
+    WorkerSessionOpenRequest,
+    WorkerSessionHeartbeatRequest,
+    OfferPullRequest,
+    ActivationRequest,
+    ActivationStartFailureRequest,
+    LeaseControlRequest,
+    CompletionRequest,
+    ArtifactUploadRequest,
+    CancellationRequest,
+}
+
+
+def test_every_message_has_its_schema_and_cap() -> None:
+    assert set(ALL_MESSAGES) == set(CAPS) and len(ALL_MESSAGES) == len(CAPS)
+    assert {cls: (cls.SCHEMA, cls.CAP) for cls in ALL_MESSAGES} == CAPS
+    worker_requests = REQUESTS - {CancellationRequest, LeaseControlRequest, ArtifactUploadRequest}
+    assert all(cls.CAP == 4 * KIB for cls in worker_requests)
+    assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS)
+
+
+def _tokens(cls: type[Record]) -> set[str]:
+    found = set()
+    for f in cls.FIELDS:
+        spec = f.spec.item if isinstance(f.spec, List) else f.spec
+        if isinstance(spec, Token):
+            found.add(f.name)
+        if isinstance(spec, Nested):
+            found |= _tokens(spec.record)
+    return found
+
+
+def test_lease_tokens_travel_only_in_the_offer_and_in_requests_and_secrets_never_show() -> None:
+    carriers = {cls for cls in ALL_MESSAGES if "leaseToken" in _tokens(cls)}
+    assert carriers == {OfferOffered} | {cls for cls in REQUESTS if issubclass(cls, AttemptFence)}
+    others = {cls: _tokens(cls) for cls in ALL_MESSAGES if cls not in carriers and _tokens(cls)}
+    assert others == {WorkerSessionOpened: {"sessionKey"}}
+    for cls in ALL_MESSAGES:
+        assert all(f.secret for f in cls.FIELDS if isinstance(f.spec, Token))
+
+
+def test_the_public_api_is_exported() -> None:
+    missing = [name for name in wire_pkg.__all__ if not hasattr(wire_pkg, name)]
+    assert not missing
+    assert len(set(wire_pkg.__all__)) == len(wire_pkg.__all__)
+
+
+def test_the_package_uses_the_standard_library_only() -> None:
+    for path in sorted(WIRE.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("__future__", "qinglong"), (path.name, name)
+
+
+def test_every_module_says_what_it_touches_and_stays_small() -> None:
+    for path in sorted(WIRE.glob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        doc = ast.get_docstring(tree)
+        assert doc and "Touches nothing" in doc.splitlines()[0], path.name
+        assert "from __future__ import annotations" in text, path.name
+        assert len(text.splitlines()) <= 400, path.name

@@ -1,0 +1,64 @@
+"""Properties every wire message holds, for every message family. Touches nothing.
+
+Round trip with stable canonical bytes; every mutation of a valid message is refused with its own
+WireError; arbitrary bytes and arbitrary JSON-ish values raise nothing but WireError.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qinglong.wire import Message, activation, cancellation, completion, lease_control, offer, session
+from tests.unit.wire.kit import (
+    FAST,
+    FEW,
+    FUZZ,
+    Mutation,
+    assert_only_wire_errors,
+    assert_round_trip,
+    check_json_ish,
+    check_mutation,
+    messages,
+    mutation_kinds,
+)
+
+FAMILIES: dict[str, tuple[type[Message], ...]] = {
+    "session": session.MESSAGES,
+    "offer": offer.MESSAGES,
+    "activation": activation.MESSAGES,
+    "lease_control": lease_control.MESSAGES,
+    "completion": completion.MESSAGES,
+    "cancellation": cancellation.MESSAGES,
+}
+MUTATIONS = [(name, kind) for name, family in FAMILIES.items() for kind in mutation_kinds(family)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@FAST
+@given(data=st.data())
+def test_every_valid_message_round_trips(family: str, data: st.DataObject) -> None:
+    assert_round_trip(data.draw(messages(FAMILIES[family])))
+
+
+@pytest.mark.parametrize(("family", "kind"), MUTATIONS)
+@FEW
+@given(data=st.data())
+def test_every_mutation_is_refused(family: str, kind: Mutation, data: st.DataObject) -> None:
+    check_mutation(data, FAMILIES[family], kind)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@FAST
+@given(data=st.binary(max_size=512))
+def test_arbitrary_bytes_raise_only_wire_errors(family: str, data: bytes) -> None:
+    for cls in FAMILIES[family]:
+        assert_only_wire_errors(cls, data)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@FUZZ
+@given(data=st.data())
+def test_arbitrary_json_raises_only_wire_errors(family: str, data: st.DataObject) -> None:
+    check_json_ish(data, FAMILIES[family])

@@ -1,0 +1,96 @@
+"""qinglong/remote-run-activation@v1: starting / running / start-failure ACKs. Touches nothing: declarations.
+
+Routes `…/offers/{offerId}/activation/{starting|running|start-failure}`: the phase and the Offer id
+come from the path, the fence from the body (start-failure adds its errorCode). The answer is
+ql_api.attempt_activation_v1's result: a status and the exact ql.attempt_snapshot projection,
+≤ 16 KiB, never the token or its digest (ADR-0112 §1).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from qinglong.wire.codec import KIB
+from qinglong.wire.common import (
+    ATTEMPT_STATUSES,
+    ERROR_CODE,
+    MAX_INT32,
+    RUN_STATUSES,
+    TIME_MS,
+    ArtifactReceipt,
+    AttemptFence,
+    AttemptStatus,
+    RunStatus,
+)
+from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Uuid, wire
+
+ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
+
+ActivationStatus = Literal["applied", "already_starting", "already_running", "already_terminal"]
+
+
+class ActivationRequest(AttemptFence):
+    """Body of a starting or running ACK."""
+
+    SCHEMA = ACTIVATION_SCHEMA
+    CAP = 4 * KIB
+
+
+class ActivationStartFailureRequest(AttemptFence):
+    """Body of a start-failure ACK: the fence and why the process could not start."""
+
+    SCHEMA = ACTIVATION_SCHEMA
+    CAP = 4 * KIB
+
+    error_code: str = wire(ERROR_CODE)
+
+
+class Executor(Record):
+    """The executor revision the Run's pinned plan runs on."""
+
+    kind: Literal["process"] = wire(Enum(("process",)))
+    version: int = wire(Int(1, MAX_INT32))
+
+
+class Snapshot(Record):
+    """ql.attempt_snapshot: identities, statuses, versions, times, executor, ≤ 1 artifact per kind."""
+
+    project_id: str = wire(Uuid())
+    run_id: str = wire(Uuid())
+    attempt_id: str = wire(Uuid())
+    offer_id: str = wire(Uuid())
+    attempt_no: int = wire(Int(1, 100))
+    run_status: RunStatus = wire(Enum(RUN_STATUSES))
+    attempt_status: AttemptStatus = wire(Enum(ATTEMPT_STATUSES))
+    attempt_version: int = wire(Int(1))
+    lease_generation: int = wire(Int(1))
+    lease_version: int = wire(Int(1))
+    lease_expires_at_ms: int = wire(TIME_MS)
+    callback_sequence: int = wire(Int(0, MAX_INT32))
+    deadline_at_ms: int | None = wire(TIME_MS, nullable=True)
+    started_at_ms: int | None = wire(TIME_MS, nullable=True)
+    running_at_ms: int | None = wire(TIME_MS, nullable=True)
+    ended_at_ms: int | None = wire(TIME_MS, nullable=True)
+    exit_code: int | None = wire(Int(0, 255), nullable=True)
+    error_code: str | None = wire(ERROR_CODE, nullable=True)
+    executor: Executor = wire(Nested(Executor))
+    artifacts: tuple[ArtifactReceipt, ...] = wire(List(Nested(ArtifactReceipt), max_items=2))
+
+
+class ActivationResponse(Message):
+    """The ACK's outcome with the exact snapshot."""
+
+    SCHEMA = ACTIVATION_SCHEMA
+    CAP = 16 * KIB
+
+    status: ActivationStatus = wire(
+        Enum(("applied", "already_starting", "already_running", "already_terminal"))
+    )
+    snapshot: Snapshot = wire(Nested(Snapshot))
+
+
+MESSAGES: Final[tuple[type[Message], ...]] = (
+    ActivationRequest,
+    ActivationStartFailureRequest,
+    ActivationResponse,
+)

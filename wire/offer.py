@@ -1,0 +1,113 @@
+"""qinglong/remote-offer@v1: a Worker pulls one offer. Touches nothing: declarations.
+
+Pull (`POST …/sessions/{sessionId}/offers:pull`): a body with nothing but the schema. The answer is
+ql_api.offer_pull_v1's result: `offered` with its exact `offer` object (ids, attempt number, lease
+generation/version/expiry, offer expiry and the pinned plan exactly as ql.plan_is_valid admits it)
+plus, beside it, the raw `leaseToken` the shell made (the database only ever sees its SHA-256), or
+`empty` with the reason. `parse_offer_response` dispatches on `status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Literal
+
+from qinglong.wire.codec import KIB
+from qinglong.wire.common import MAX_INT32, TIME_MS
+from qinglong.wire.fields import (
+    Enum,
+    Int,
+    List,
+    Map,
+    Message,
+    Nested,
+    Record,
+    Str,
+    Token,
+    Uuid,
+    Variants,
+    wire,
+)
+
+OFFER_SCHEMA: Final = "qinglong/remote-offer@v1"
+# The plan's own limits (the wire's; ql.plan_is_valid bounds argv to 256 items but not lengths).
+ARGV_MAX_ITEMS: Final = 256
+ARG_MAX_CHARS: Final = 4096
+ENV_MAX_ENTRIES: Final = 256
+ENV_NAME_MAX_CHARS: Final = 256
+ENV_VALUE_MAX_CHARS: Final = 4096
+POOL_PATTERN: Final = "[a-z0-9_-]{1,64}"
+
+
+class Plan(Record):
+    """A task revision's immutable plan. Absent keys stay absent (no timeout = no timeoutMs)."""
+
+    argv: tuple[str, ...] = wire(List(Str(ARG_MAX_CHARS), max_items=ARGV_MAX_ITEMS, min_items=1))
+    env: Mapping[str, str] | None = wire(
+        Map(
+            Str(ENV_NAME_MAX_CHARS, min_len=1, pattern="[^=]+"),
+            Str(ENV_VALUE_MAX_CHARS),
+            max_items=ENV_MAX_ENTRIES,
+        ),
+        optional=True,
+        default=None,
+    )
+    timeout_ms: int | None = wire(Int(1, MAX_INT32), optional=True, default=None)
+    max_attempts: int | None = wire(Int(1, 100), optional=True, default=None)
+    retry_backoff_ms: int | None = wire(Int(0, MAX_INT32), optional=True, default=None)
+    pool: str | None = wire(Str(64, min_len=1, pattern=POOL_PATTERN), optional=True, default=None)
+
+
+class Offer(Record):
+    """The offer object of ql_api.offer_pull_v1."""
+
+    offer_id: str = wire(Uuid())
+    project_id: str = wire(Uuid())
+    run_id: str = wire(Uuid())
+    attempt_id: str = wire(Uuid())
+    attempt_no: int = wire(Int(1, 100))
+    lease_generation: int = wire(Int(1))
+    lease_version: int = wire(Int(1))
+    lease_expires_at_ms: int = wire(TIME_MS)
+    offer_expires_at_ms: int = wire(TIME_MS)
+    plan: Plan = wire(Nested(Plan))
+
+
+class OfferPullRequest(Message):
+    """Body of a pull: the schema only (Worker, session and generation are bound by the path and session)."""
+
+    SCHEMA = OFFER_SCHEMA
+    CAP = 4 * KIB
+
+
+class OfferOffered(Message):
+    """An offer and its raw lease token: the only response that ever carries a lease token."""
+
+    SCHEMA = OFFER_SCHEMA
+    CAP = 128 * KIB
+
+    status: Literal["offered"] = wire(Enum(("offered",)), default="offered")
+    offer: Offer = wire(Nested(Offer))
+    lease_token: str = wire(Token(), from_shell=True, secret=True)
+
+
+class OfferEmpty(Message):
+    """Nothing offered: no queued work in the pool, or the session is at capacity."""
+
+    SCHEMA = OFFER_SCHEMA
+    CAP = 128 * KIB
+
+    status: Literal["empty"] = wire(Enum(("empty",)), default="empty")
+    reason: Literal["no_work", "at_capacity"] = wire(Enum(("no_work", "at_capacity")))
+
+
+OfferResponse = OfferOffered | OfferEmpty
+OFFER_RESPONSES: Final[Variants[OfferResponse]] = Variants(OfferOffered, OfferEmpty)
+
+
+def parse_offer_response(data: bytes) -> OfferResponse:
+    """Parse a pull answer (≤ 128 KiB) into OfferOffered or OfferEmpty."""
+    return OFFER_RESPONSES.parse(data)
+
+
+MESSAGES: Final[tuple[type[Message], ...]] = (OfferPullRequest, OfferOffered, OfferEmpty)
