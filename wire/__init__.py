@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from qinglong.wire import activation, cancellation, completion, errors, lease_control, offer, session
+from qinglong.wire import (
+    activation,
+    cancellation,
+    completion,
+    enqueue,
+    errors,
+    lease_control,
+    offer,
+    ql3w,
+    session,
+    timeline,
+)
 from qinglong.wire.activation import (
     ACTIVATION_SCHEMA,
     ActivationRequest,
@@ -39,6 +50,14 @@ from qinglong.wire.completion import (
     CompletionArtifact,
     CompletionRequest,
     CompletionResponse,
+)
+from qinglong.wire.enqueue import (
+    ENQUEUE_RESPONSES,
+    ENQUEUE_SCHEMA,
+    EnqueueRequest,
+    EnqueueResponse,
+    RunAlreadyEnqueued,
+    RunEnqueued,
 )
 from qinglong.wire.errors import (
     ERROR_CODES,
@@ -77,6 +96,7 @@ from qinglong.wire.session import (
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
 )
+from qinglong.wire.timeline import TIMELINE_SCHEMA, RunProjection, RunTimeline, TimelineEvent
 
 ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *session.MESSAGES,
@@ -85,6 +105,8 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *lease_control.MESSAGES,
     *completion.MESSAGES,
     *cancellation.MESSAGES,
+    *enqueue.MESSAGES,
+    *timeline.MESSAGES,
     *errors.MESSAGES,
 )
 
@@ -95,6 +117,8 @@ __all__ = [
     "CANCELLATION_RESPONSES",
     "CANCELLATION_SCHEMA",
     "COMPLETION_SCHEMA",
+    "ENQUEUE_RESPONSES",
+    "ENQUEUE_SCHEMA",
     "ERROR_CODES",
     "ERROR_SCHEMA",
     "KIB",
@@ -105,6 +129,7 @@ __all__ = [
     "OFFER_RESPONSES",
     "OFFER_SCHEMA",
     "SESSION_SCHEMA",
+    "TIMELINE_SCHEMA",
     "WIRE_CODES",
     "ActivationRequest",
     "ActivationResponse",
@@ -121,6 +146,8 @@ __all__ = [
     "CompletionArtifact",
     "CompletionRequest",
     "CompletionResponse",
+    "EnqueueRequest",
+    "EnqueueResponse",
     "ErrorMessage",
     "Executor",
     "LeaseControlRequest",
@@ -136,7 +163,12 @@ __all__ = [
     "OfferResponse",
     "Plan",
     "Record",
+    "RunAlreadyEnqueued",
+    "RunEnqueued",
+    "RunProjection",
+    "RunTimeline",
     "Snapshot",
+    "TimelineEvent",
     "Variants",
     "WireError",
     "WorkerSessionAlive",
@@ -151,4 +183,5 @@ __all__ = [
     "parse_cancellation_response",
     "parse_lease_control_response",
     "parse_offer_response",
+    "ql3w",
 ]

@@ -137,6 +137,18 @@ class Enum(Spec):
 
 
 @dataclasses.dataclass(frozen=True)
+class Bool(Spec):
+    """true or false (never 0, 1 or a string)."""
+
+    json_type = bool
+
+    def check(self, value: object, where: str) -> bool:
+        if type(value) is not bool:
+            raise WireError(BAD_TYPE, f"{where}: expected a boolean")
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
 class Null(Spec):
     """Always null: a key a status variant carries with no value (its exact SQL shape)."""
 

@@ -32,6 +32,7 @@ from qinglong.wire.codec import decode, encode
 from qinglong.wire.common import SHA256_HEX_PATTERN
 from qinglong.wire.fields import (
     Base64Bytes,
+    Bool,
     Enum,
     Field,
     Int,
@@ -78,6 +79,8 @@ def value_strategy(spec: Spec) -> st.SearchStrategy[Any]:
         return st.sampled_from(spec.values)
     if isinstance(spec, Null):
         return st.none()
+    if isinstance(spec, Bool):
+        return st.booleans()
     if isinstance(spec, Token):
         return st.binary(min_size=32, max_size=32).map(lambda b: base64.urlsafe_b64encode(b).decode()[:43])
     if isinstance(spec, Base64Bytes):
@@ -492,6 +495,7 @@ ROUTED_FUNCTIONS = (
     "ql_api/run_enqueue_v1",
     "ql_api/request_admission_v1",
     "ql_api/role_binding_set_v1",
+    "ql_api/run_timeline_v1",
     "ql/attempt_fence",
     "ql/policy_fence",
 )

@@ -24,6 +24,7 @@ from qinglong.wire import (
     CancellationRequest,
     CompletionRequest,
     CompletionResponse,
+    EnqueueRequest,
     ErrorMessage,
     LeaseControlRequest,
     LeaseRenewed,
@@ -34,6 +35,9 @@ from qinglong.wire import (
     OfferOffered,
     OfferPullRequest,
     Record,
+    RunAlreadyEnqueued,
+    RunEnqueued,
+    RunTimeline,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
     WorkerSessionOpened,
@@ -67,6 +71,10 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     CancellationAccepted: ("qinglong/run-cancellation@v1", 4 * KIB),
     CancellationAlreadyRequested: ("qinglong/run-cancellation@v1", 4 * KIB),
     CancellationAlreadyTerminal: ("qinglong/run-cancellation@v1", 4 * KIB),
+    EnqueueRequest: ("qinglong/run-enqueue@v1", 4 * KIB),
+    RunEnqueued: ("qinglong/run-enqueue@v1", 4 * KIB),
+    RunAlreadyEnqueued: ("qinglong/run-enqueue@v1", 4 * KIB),
+    RunTimeline: ("qinglong/run-timeline@v1", 128 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {
@@ -79,13 +87,19 @@ REQUESTS: set[type[Message]] = {
     CompletionRequest,
     ArtifactUploadRequest,
     CancellationRequest,
+    EnqueueRequest,
 }
 
 
 def test_every_message_has_its_schema_and_cap() -> None:
     assert set(ALL_MESSAGES) == set(CAPS) and len(ALL_MESSAGES) == len(CAPS)
     assert {cls: (cls.SCHEMA, cls.CAP) for cls in ALL_MESSAGES} == CAPS
-    worker_requests = REQUESTS - {CancellationRequest, LeaseControlRequest, ArtifactUploadRequest}
+    worker_requests = REQUESTS - {
+        CancellationRequest,
+        EnqueueRequest,
+        LeaseControlRequest,
+        ArtifactUploadRequest,
+    }
     assert all(cls.CAP == 4 * KIB for cls in worker_requests)
     assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS)
 

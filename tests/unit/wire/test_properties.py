@@ -10,7 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qinglong.wire import Message, activation, cancellation, completion, lease_control, offer, session
+from qinglong.wire import (
+    Message,
+    activation,
+    cancellation,
+    completion,
+    enqueue,
+    lease_control,
+    offer,
+    session,
+    timeline,
+)
 from tests.unit.wire.kit import (
     FAST,
     FEW,
@@ -31,6 +41,8 @@ FAMILIES: dict[str, tuple[type[Message], ...]] = {
     "lease_control": lease_control.MESSAGES,
     "completion": completion.MESSAGES,
     "cancellation": cancellation.MESSAGES,
+    "enqueue": enqueue.MESSAGES,
+    "timeline": timeline.MESSAGES,
 }
 MUTATIONS = [(name, kind) for name, family in FAMILIES.items() for kind in mutation_kinds(family)]
 

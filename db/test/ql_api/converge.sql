@@ -1,0 +1,140 @@
+-- Tests ql_api.converge: the one procedure — SECURITY INVOKER without SET (it COMMITs between pages), EXECUTE for
+-- ql_scheduler only, 22023 on out-of-range bounds (ARCHITECTURE §4 item 10). A CALL inside pgTAP's transaction
+-- cannot COMMIT, so here it is shown to fail with 2D000 and leave nothing behind; the committing cycle itself is
+-- exercised for real from pytest (autocommit CALL).
+begin;
+\ir ../fixtures.psql
+\set QUIET 1
+select plan(37);
+
+-- ---------------------------------------------------------------------------------------------
+-- Structure: a procedure that runs as its caller, with no SET clause, callable by the scheduler role only.
+select has_function('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'converge(page_size, max_pages, grace_ms) exists');
+select is_procedure('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'converge is a PROCEDURE (CALL), so it may COMMIT between pages');
+select isnt_definer('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'converge is SECURITY INVOKER: PostgreSQL refuses COMMIT in a SECURITY DEFINER procedure');
+select is((select p.proconfig from pg_proc p where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure),
+  null::text[], 'converge has no SET clause (a SET clause also forbids COMMIT)');
+select is((select l.lanname::text from pg_proc p join pg_language l on l.oid = p.prolang
+            where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure),
+  'plpgsql', 'converge is PL/pgSQL');
+select is(pg_get_function_arguments('ql_api.converge(integer, integer, bigint)'::regprocedure),
+  'IN p_page_size integer DEFAULT 64, IN p_max_pages integer DEFAULT 16, IN p_grace_ms bigint DEFAULT 30000',
+  'CALL ql_api.converge() uses pages of 64, at most 16 pages, and a 30 s grace');
+select is((select pg_get_userbyid(p.proowner)::text from pg_proc p
+            where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure),
+  'ql_owner', 'converge is owned by ql_owner');
+select function_privs_are('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'ql_scheduler', array['EXECUTE'], 'the scheduler role (pg_cron) may execute converge');
+select function_privs_are('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'ql_runtime', array[]::text[], 'the runtime role (the shell) may not execute converge');
+select function_privs_are('ql_api', 'converge', array['integer', 'integer', 'bigint'],
+  'public', array[]::text[], 'PUBLIC may not execute converge');
+select is(array(select pg_get_userbyid(x.grantee)::text
+                  from pg_proc p, aclexplode(p.proacl) x
+                 where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure and x.privilege_type = 'EXECUTE'
+                 order by 1),
+  array['ql_owner', 'ql_scheduler'], 'EXECUTE on converge is held by exactly its owner and ql_scheduler');
+-- SECURITY INVOKER: the page functions run with the caller's right to call them, so the scheduler needs both.
+select ok(has_function_privilege('ql_scheduler', 'ql_api.run_cancellation_converge_v1(integer)', 'execute')
+          and has_function_privilege('ql_scheduler', 'ql_api.lease_expiry_reconcile_v1(integer, bigint)', 'execute'),
+  'as an invoker''s procedure, converge needs the scheduler to hold EXECUTE on both page functions, and it does');
+select ok((select p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'] from pg_proc p
+            where p.oid = 'ql_api.run_cancellation_converge_v1(integer)'::regprocedure)
+          and (select p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'] from pg_proc p
+            where p.oid = 'ql_api.lease_expiry_reconcile_v1(integer, bigint)'::regprocedure),
+  'the two page functions it calls are SECURITY DEFINER with a pinned search_path: all writing happens there');
+select ok((select p.prosrc ~ 'ql_api\.run_cancellation_converge_v1\(' and p.prosrc ~ 'ql_api\.lease_expiry_reconcile_v1\('
+                  and p.prosrc !~ '[^.]\m(run_cancellation_converge_v1|lease_expiry_reconcile_v1)\('
+             from pg_proc p where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure),
+  'without a search_path of its own, converge calls the page functions by schema-qualified name only');
+set local role ql_runtime;
+select throws_ok('call ql_api.converge()', '42501', 'permission denied for procedure converge',
+  'the runtime role cannot run a convergence cycle');
+select throws_ok('call ql_api.converge(1, 1, 0)', '42501', 'permission denied for procedure converge',
+  'the runtime role cannot run a convergence cycle with explicit bounds either');
+reset role;
+
+-- ---------------------------------------------------------------------------------------------
+-- Work for a cycle to do: a queued Run with a user intent (cancellation convergence would end it) and
+-- an expired claim (lease-expiry recovery would abandon it). Every refused CALL below must leave both.
+select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project())) as cancel_run \gset
+select ql.run_cancel_intent(:'cancel_run', 'user', 'user', null, ql.now_ms()) as cancel_seq \gset
+select pg_temp.mk_scenario() as w \gset
+set local role ql_runtime;
+select o, o ->> 'attemptId' as a from pg_temp.offer_at(:'w', 'claimed') o \gset claim_
+reset role;
+select pg_temp.age_attempt(:'claim_o', 60000);
+select pg_temp.state() as before \gset
+
+-- Out-of-range bounds: 22023 before any page runs.
+set local role ql_scheduler;
+select throws_ok('call ql_api.converge(0, 16, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size 0, max_pages 16, grace_ms 30000)',
+  'page_size 0 is out of range (1..128): 22023');
+select throws_ok('call ql_api.converge(129, 16, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size 129, max_pages 16, grace_ms 30000)',
+  'page_size 129 is out of range (1..128): 22023');
+select throws_ok('call ql_api.converge(null, 16, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size , max_pages 16, grace_ms 30000)',
+  'a NULL page_size is out of range: 22023');
+select throws_ok('call ql_api.converge(64, 0, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages 0, grace_ms 30000)',
+  'max_pages 0 is out of range (1..64): 22023');
+select throws_ok('call ql_api.converge(64, 65, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages 65, grace_ms 30000)',
+  'max_pages 65 is out of range (1..64): 22023');
+select throws_ok('call ql_api.converge(64, null, 30000)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages , grace_ms 30000)',
+  'a NULL max_pages is out of range: 22023');
+select throws_ok('call ql_api.converge(64, 16, -1)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages 16, grace_ms -1)',
+  'a negative grace is out of range (0..86400000): 22023');
+select throws_ok('call ql_api.converge(64, 16, 86400001)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages 16, grace_ms 86400001)',
+  'a grace above one day is out of range: 22023');
+select throws_ok('call ql_api.converge(64, 16, null)', '22023',
+  'ql_api.converge: bounds out of range (page_size 64, max_pages 16, grace_ms )',
+  'a NULL grace is out of range: 22023');
+select throws_ok('call ql_api.converge(-2147483648, -2147483648, -9223372036854775808)', '22023', null,
+  'the most negative bounds are refused with 22023, not an overflow');
+reset role;
+select is(pg_temp.state(), :'before', 'out-of-range bounds raise before any page: nothing changed');
+
+-- ---------------------------------------------------------------------------------------------
+-- Inside a transaction block the first COMMIT fails (2D000), and the page it followed is rolled back.
+set local role ql_scheduler;
+select throws_ok('call ql_api.converge()', '2D000', 'invalid transaction termination',
+  'CALL inside a transaction block (as here) fails at its first COMMIT: invalid transaction termination');
+select throws_ok('call ql_api.converge(1, 1, 0)', '2D000', 'invalid transaction termination',
+  'the smallest bounds (1, 1, 0) pass the bounds check and reach the COMMIT');
+select throws_ok('call ql_api.converge(128, 64, 86400000)', '2D000', 'invalid transaction termination',
+  'the largest bounds (128, 64, 86400000) pass the bounds check and reach the COMMIT');
+reset role;
+select is(pg_temp.state(), :'before',
+  'a CALL that cannot COMMIT leaves nothing behind: the first page''s cancellation is rolled back with it');
+select results_eq(format($$select r.status::text, r.cancel_reason::text from ql.runs r where r.id = %L$$, :'cancel_run'),
+  $$values ('queued'::text, 'user'::text)$$,
+  'the Run with an intent is still queued with its intent, for the next (autocommit) cycle');
+select is((select a.status::text from ql.run_attempts a where a.id = :'claim_a'), 'claimed',
+  'the expired claim is still claimed, for the next (autocommit) cycle');
+
+-- The same pages called directly (as a cycle would, without the COMMITs) do the work: the refusals above
+-- were the transaction block, not the absence of work.
+set local role ql_scheduler;
+select ql_api.run_cancellation_converge_v1(64) as page_c, ql_api.lease_expiry_reconcile_v1(64, 30000) as page_l \gset
+reset role;
+select is(:'page_c'::jsonb, jsonb_build_object('status', 'ok', 'scanned', 1, 'converged', 1, 'blocked', 0,
+                                               'convergedRunIds', jsonb_build_array(:'cancel_run'), 'blockedRunIds', '[]'::jsonb),
+  'the cancellation page a cycle starts with converges the Run with the intent');
+select is(:'page_l'::jsonb, '{"status": "ok", "scanned": 1, "abandoned": 1, "lost": 0, "retryScheduled": 0, "failed": 0, "requeued": 0}'::jsonb,
+  'the recovery page a cycle continues with abandons the expired claim');
+select is((select r.status::text from ql.runs r where r.id = :'cancel_run'), 'cancelled',
+  'the Run with the intent is cancelled by the page');
+select is((select a.status::text from ql.run_attempts a where a.id = :'claim_a'), 'abandoned',
+  'the expired claim is abandoned by the page');
+
+select * from finish();
+rollback;
