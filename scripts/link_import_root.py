@@ -1,6 +1,6 @@
 """Make the repository's top-level packages importable as `qinglong.*` inside .venv.
 
-The wheel maps wire/, shell/, worker/ and devdb/ under `qinglong` (pyproject.toml). For
+The wheel maps wire/, shell/, worker/, devdb/ and cli/ under `qinglong` (pyproject.toml). For
 development the same mapping is a folder of symbolic links, .venv/import-root/qinglong/<pkg>,
 put on sys.path by a .pth file, so edits are live and mypy sees real files (an import hook,
 as editable installs use, is invisible to mypy).
@@ -12,7 +12,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PACKAGES = ("wire", "shell", "worker", "devdb")
+PACKAGES = ("wire", "shell", "worker", "devdb", "cli")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The wheel maps wire/, shell/, worker/ and devdb/ under the import root `qinglong`, and an
+"""The wheel maps wire/, shell/, worker/, devdb/ and cli/ under the import root `qinglong`, and an
 installed wheel imports without the repository on sys.path. Touches: a temporary folder."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("wire", "shell", "worker", "devdb")
+PACKAGES = ("wire", "shell", "worker", "devdb", "cli")
 
 
 def test_installed_wheel_imports_every_package_under_qinglong(tmp_path: Path) -> None:
@@ -41,7 +41,8 @@ def test_installed_wheel_imports_every_package_under_qinglong(tmp_path: Path) ->
         capture_output=True,
     )
     probe = (
-        "import sys, qinglong.wire, qinglong.shell, qinglong.worker, qinglong.devdb as d; print(d.__file__)"
+        "import sys, qinglong.wire, qinglong.shell, qinglong.worker, qinglong.cli, qinglong.devdb as d;"
+        " print(d.__file__)"
     )
     out = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(target)!r}]; {probe}"],

@@ -1,0 +1,259 @@
+"""The shell's aiohttp applications: the one pipeline every route of routes.ROUTES runs through, the
+loopback admin app (/metrics, /healthz), and the status mapping. Touches the database only through
+shell.db, and writes structured JSON logs that never hold a token, key, digest or signature.
+
+Worker routes: mTLS identity (verified at the handshake; SAN worker id = path) → ql3w header (worker
+and session = path) → body ≤ cap → signature → media type → exact parse → bind → one SQL call →
+response contract → 200. Session open is authenticated by the certificate alone.
+User routes: bearer → admission + committed audit row (one SQL call) → only then the body ≤ cap →
+media type → exact parse → bind → one SQL call (SERIALIZABLE where the route says) → contract.
+Mapping: malformed 400, unauthenticated 401, denied 403 (approval_required for agents), not found or
+another Project 404, fenced 409, too large 413, wrong media type 415, storage unavailable or a bad
+projection from the database 503.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from qinglong.shell.db import Database, StorageUnavailable
+from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS
+from qinglong.shell.routes import ROUTES, Call, Route, mint_token
+from qinglong.shell.tls import worker_identity
+from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
+from qinglong.wire.errors import ERROR_CODES
+
+log = logging.getLogger("qinglong.shell")
+
+DB: Final = web.AppKey("db", Database)
+SECRET: Final = web.AppKey("cluster_secret", bytes)
+OUTCOME_HTTP: Final = {"invalid": 400, "not_found": 404, "fenced": 409}
+ADMISSION_HTTP: Final = {"auth.unknown_token": 401, "auth.subject_disabled": 401, "project.not_found": 404}
+_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_BEARER: Final = re.compile(r"Bearer ([A-Za-z0-9._~+/-]{16,512}=*)")
+
+
+class Refusal(Exception):
+    """A request the pipeline answers with qinglong/error@v1."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _log(action: str, **fields: Any) -> None:
+    log.info(json.dumps({"action": action, **fields}, sort_keys=True, separators=(",", ":")))
+
+
+def _error(status: int, code: str, message: str, request_id: str) -> web.Response:
+    body = ErrorMessage(
+        code=code if code in ERROR_CODES else "internal.error",
+        message=message[:200] or code,
+        request_id=request_id,
+    )
+    return web.Response(status=status, body=body.to_json(), content_type="application/json")
+
+
+async def _read_capped(request: web.Request, cap: int) -> bytes:
+    """The body, refused with 413 before anything past `cap` is buffered."""
+    if request.content_length is not None and request.content_length > cap:
+        raise Refusal(413, "request.too_large", f"body over {cap} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(16384):
+        size += len(chunk)
+        if size > cap:
+            raise Refusal(413, "request.too_large", f"body over {cap} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _require_json(request: web.Request) -> None:
+    if request.content_type != "application/json":
+        raise Refusal(415, "request.unsupported_media_type", "the body must be application/json")
+
+
+def _check_path_ids(request: web.Request) -> None:
+    for name, value in request.match_info.items():
+        if name.endswith("Id") and not _UUID.fullmatch(value):
+            raise Refusal(400, "wire.bad_uuid", f"path {name} is not a canonical uuid")
+
+
+def _parse(route: Route, call: Call, raw: bytes) -> Message:
+    assert route.request is not None
+    contract = route.request(call.match)
+    try:
+        decode(raw, cap=contract.CAP)  # cheap structural checks before the contract's own
+        return contract.parse(raw)
+    except WireError as exc:
+        status = 413 if exc.code == "wire.too_large" else 400
+        raise Refusal(status, exc.code, exc.message) from None
+
+
+async def _worker_identity(request: web.Request, route: Route, call: Call) -> bytes:
+    """Authenticate a worker request; return its body (read, capped and, but for session open, signed)."""
+    identity = worker_identity(request.transport.get_extra_info("ssl_object") if request.transport else None)
+    if identity is None or identity[0] != call.match["workerId"]:
+        raise Refusal(401, "auth.certificate_mismatch", "the client certificate does not name this worker")
+    call.worker_id, call.cert_fingerprint = identity
+    assert route.request is not None
+    cap = route.request(call.match).CAP
+    if route.audience == "worker-open":
+        _require_json(request)
+        return await _read_capped(request, cap)
+    try:
+        cred = ql3w.parse(request.headers.get("Authorization", ""))
+    except WireError as exc:
+        raise Refusal(401, exc.code, exc.message) from None
+    if cred.worker_id != call.worker_id or cred.session_id != call.match["sessionId"]:
+        raise Refusal(401, "auth.bad_signature", "the credential names another worker or session")
+    _require_json(request)
+    raw = await _read_capped(request, cap)
+    try:
+        ql3w.verify(request.app[SECRET], cred, request.method, request.path, raw, int(time.time()))
+    except WireError as exc:
+        raise Refusal(401, exc.code, exc.message) from None
+    call.session_id, call.generation = cred.session_id, cred.generation
+    return raw
+
+
+async def _admit(request: web.Request, route: Route, call: Call, request_id: str) -> None:
+    """Bearer → admission decision + committed audit row, before any byte of the body is read."""
+    m = _BEARER.fullmatch(request.headers.get("Authorization", ""))
+    digest = hashlib.sha256(m[1].encode("ascii") if m else b"").digest()
+    decision = await request.app[DB].call(
+        "request_admission_v1", (digest, call.match["projectId"], route.permission, route.name, request_id)
+    )
+    verdict = decision.get("decision")
+    if verdict == "allow":
+        call.subject_id = decision["subjectId"]
+        call.project_version, call.binding_version = decision["projectVersion"], decision["bindingVersion"]
+        return
+    reason = str(decision.get("reason"))
+    if verdict == "require_approval":
+        raise Refusal(403, "approval_required", "an agent needs a human's approval for this")
+    if verdict == "deny":
+        status = ADMISSION_HTTP.get(reason, 403)
+        code = {401: "auth.unauthenticated", 404: "not_found"}.get(status, "denied")
+        raise Refusal(status, code, reason)
+    raise Refusal(503, "internal.bad_projection", "admission answered outside its contract")
+
+
+def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
+    status = result.get("status")
+    if status in OUTCOME_HTTP:
+        try:
+            code = outcome_code(result)
+        except WireError:
+            raise Refusal(503, "internal.bad_projection", "database outcome outside the contract") from None
+        http = 403 if code == "approval_required" else OUTCOME_HTTP[str(status)]
+        raise Refusal(http, code, str(result.get("reason") or status))
+    try:
+        message = route.response.from_result(result, **route.shell_fields(call, result))
+    except WireError:
+        raise Refusal(
+            503, "internal.bad_projection", "database projection outside the response contract"
+        ) from None
+    http = 202 if status in route.accepted else 200
+    return web.Response(status=http, body=message.to_json(), content_type="application/json")
+
+
+def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        request_id = uuid.uuid4().hex
+        started = time.perf_counter()
+        call = Call(match=dict(request.match_info), body=None, cluster_secret=request.app[SECRET])
+        try:
+            _check_path_ids(request)
+            if route.audience == "user":
+                await _admit(request, route, call, request_id)
+                if route.request is not None:
+                    _require_json(request)
+                    call.body = _parse(
+                        route, call, await _read_capped(request, route.request(call.match).CAP)
+                    )
+            else:
+                call.body = _parse(route, call, await _worker_identity(request, route, call))
+                generation = getattr(call.body, "worker_generation", call.generation)
+                if call.generation is not None and generation != call.generation:
+                    raise Refusal(409, "fenced.stale_generation", "the body names another worker generation")
+            if route.mints_token:
+                call.minted_token = mint_token()
+            result = await request.app[DB].call(
+                route.function, route.args(call), serializable=route.serializable
+            )
+            response = _respond(route, call, result)
+        except Refusal as refusal:
+            REFUSALS.labels(refusal.code).inc()
+            response = _error(refusal.status, refusal.code, refusal.message, request_id)
+        except StorageUnavailable:
+            REFUSALS.labels("storage.unavailable").inc()
+            response = _error(503, "storage.unavailable", "the database is unavailable", request_id)
+        REQUESTS.labels(route.name, str(response.status)).inc()
+        _log(
+            "request",
+            route=route.name,
+            status=response.status,
+            request_id=request_id,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return response
+
+    return handle
+
+
+def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        await db.open()
+        yield
+        await db.close()
+
+    return ctx
+
+
+def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool = False) -> web.Application:
+    """The worker-ingress ("worker") or user-API ("user") application over one Database."""
+    app = web.Application(client_max_size=2 * 1024 * 1024)
+    app[DB] = db
+    app[SECRET] = cluster_secret
+    for route in ROUTES:
+        if route.audience.startswith(audience):
+            app.router.add_route(route.method, route.path, _handler(route))
+    if audience == "user":
+        from qinglong.shell.openapi import openapi_document
+
+        document = json.dumps(openapi_document(), sort_keys=True).encode()
+        app.router.add_get("/openapi.json", lambda r: _static(document))
+    if own_db:
+        app.cleanup_ctx.append(_database_cleanup(db))
+    return app
+
+
+async def _static(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/json")
+
+
+def make_admin_app(db: Database) -> web.Application:
+    """Loopback-only plain HTTP: Prometheus /metrics and /healthz (200 when the database answers)."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.Response:
+        ok = await db.healthy()
+        return web.json_response({"status": "ok" if ok else "storage_unavailable"}, status=200 if ok else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    return app
