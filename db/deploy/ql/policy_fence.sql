@@ -9,6 +9,8 @@ set local role ql_owner;
 -- between admission and now the project may have been archived or re-versioned, the binding revoked
 -- or its role changed. Lock order: project (FOR SHARE: a policy change updates the project row and
 -- waits for, or is waited on by, this transaction) → role binding (read). The caller then locks the Run.
+-- The most specific reason wins: a revoked or changed binding is named as such, although every
+-- binding change also moves the project version. NULL admitted versions never pass.
 -- Returns NULL when the admitted policy still holds, else the typed result to return.
 -- signature: ql.policy_fence(uuid, uuid, text, bigint, bigint)
 create or replace function ql.policy_fence(
@@ -34,9 +36,9 @@ begin
       then ql.outcome('not_found', 'project')
     when v_subject.status <> 'active' then ql.outcome('fenced', 'subject_disabled')
     when v_project.status <> 'active' then ql.outcome('fenced', 'project_archived')
-    when v_project.version <> p_admitted_project_version then ql.outcome('fenced', 'project_changed')
     when not v_binding.active then ql.outcome('fenced', 'binding_revoked')
-    when v_binding.version <> p_admitted_binding_version then ql.outcome('fenced', 'binding_changed')
+    when v_binding.version is distinct from p_admitted_binding_version then ql.outcome('fenced', 'binding_changed')
+    when v_project.version is distinct from p_admitted_project_version then ql.outcome('fenced', 'project_changed')
     when not ql.role_allows(v_binding.role, p_permission) then ql.outcome('fenced', 'role_insufficient')
     when v_subject.kind = 'agent' and p_permission = 'run.stop' then ql.outcome('fenced', 'approval_required')
   end;

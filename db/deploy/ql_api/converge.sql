@@ -5,7 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql_api.converge: one convergence cycle — pages of cancellation convergence, then pages of lease-expiry
--- recovery, each page its own short transaction (COMMIT between pages), stopping early on a short page.
+-- recovery, each page its own short transaction (COMMIT between pages), stopping early on a short page
+-- (or, for convergence, a page that converged nothing: only blocked Runs are left).
 -- pg_cron runs it as ql_scheduler (`CALL ql_api.converge()`); an operator may CALL it once by hand.
 -- The one routine that is NOT SECURITY DEFINER: PostgreSQL refuses COMMIT inside a SECURITY DEFINER
 -- procedure or one with a SET clause ("invalid transaction termination"), so it runs as its caller,
@@ -39,7 +40,8 @@ begin
     v_page := ql_api.run_cancellation_converge_v1(p_page_size);
     commit;
     v_pages := v_pages + 1;
-    exit when (v_page ->> 'scanned')::integer < p_page_size or v_pages >= p_max_pages;
+    exit when (v_page ->> 'scanned')::integer < p_page_size or (v_page ->> 'converged')::integer = 0
+           or v_pages >= p_max_pages;
   end loop;
 
   v_pages := 0;

@@ -67,7 +67,7 @@ begin
 
   select * into v_run from ql.runs r
    where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
-     and r.cancel_requested_at_ms is null
+     and r.cancel_requested_at_ms is null and r.attempt_count < 100
    order by r.queued_at_ms, r.id
    limit 1
    for update skip locked;

@@ -32,9 +32,9 @@ begin
   if p_role is null or p_role not in ('owner', 'admin', 'operator', 'viewer') then return ql.outcome('invalid', 'role'); end if;
   if p_active is null then return ql.outcome('invalid', 'active'); end if;
 
+  if not exists (select 1 from ql.subjects s where s.id = p_subject_id) then return ql.outcome('not_found', 'subject'); end if;
   update ql.projects p set version = p.version + 1 where p.id = p_project_id returning * into v_project;
   if v_project.id is null then return ql.outcome('not_found', 'project'); end if;
-  if not exists (select 1 from ql.subjects s where s.id = p_subject_id) then return ql.outcome('not_found', 'subject'); end if;
 
   insert into ql.role_bindings as b (project_id, subject_id, role, active)
   values (p_project_id, p_subject_id, p_role, p_active)

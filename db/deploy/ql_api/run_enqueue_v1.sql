@@ -7,7 +7,8 @@ set local role ql_owner;
 -- ql_api.run_enqueue_v1: queue a Run of a task, pinned to the task's current execution revision.
 -- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
 -- another command under a used mutationId is fenced. The admitted policy is re-verified first.
--- Lock order: project (FOR SHARE, ql.policy_fence) → task (FOR SHARE) → mutation row (insert).
+-- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two
+--   concurrent first calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
 -- Returns {"status":"enqueued"|"already_enqueued","runId","taskRevisionId","queuedAtMs"}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}.
 -- signature: ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint)
@@ -50,6 +51,7 @@ begin
                              p_admitted_binding_version);
   if v_fence is not null then return v_fence; end if;
 
+  perform pg_advisory_xact_lock(hashtextextended('ql.mutation:' || p_subject_id::text || ':' || p_mutation_id, 0));
   v_digest := sha256(convert_to('run.enqueue:' || p_project_id::text || ':' || p_task_id::text, 'UTF8'));
   select * into v_mutation from ql.mutations m where m.subject_id = p_subject_id and m.mutation_id = p_mutation_id;
   if v_mutation.subject_id is not null then
@@ -66,7 +68,8 @@ begin
   values (p_project_id, p_task_id, v_revision.id, coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created',
           v_now, v_now)
   returning * into v_run;
-  perform ql.run_event(v_run.id, 'queued', 'run.queued', 'user', p_subject_id, null,
+  perform ql.run_event(v_run.id, 'queued', 'run.queued', (select s.kind from ql.subjects s where s.id = p_subject_id),
+                       p_subject_id, null,
                        jsonb_build_object('taskId', p_task_id, 'taskRevisionId', v_revision.id, 'mutationId', p_mutation_id),
                        v_now, 'run.queued:' || v_run.id::text);
 

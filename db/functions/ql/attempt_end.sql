@@ -38,7 +38,8 @@ begin
   end if;
 
   update ql.run_attempts a
-     set status = v_attempt_status, version = a.version + 1, callback_sequence = a.callback_sequence + 1,
+     set status = v_attempt_status, version = a.version + 1,
+         callback_sequence = a.callback_sequence + case when p_actor_kind = 'worker' then 1 else 0 end,
          ended_at_ms = p_now_ms, exit_code = p_exit_code, error_code = p_error_code,
          completion_digest = p_completion_digest
    where a.id = p_attempt.id;

@@ -1,7 +1,8 @@
 -- ql_api.lease_expiry_reconcile_v1: one bounded page of lease-expiry recovery and the retry authority.
 -- Step 1 (Attempts, oldest expiry first, at most p_limit):
 --   claimed whose Lease (= offer) expired            → Attempt abandoned; the Run stays queued and
---                                                       offerable again (event attempt.abandoned);
+--                                                       offerable again (event attempt.abandoned), or
+--                                                       fails (claims_exhausted) after 100 Attempts;
 --   starting|running whose Lease expired more than
 --   p_grace_ms ago                                   → Attempt lost, Run lost (attempt.lost, run.lost).
 --   The Worker stops its process at its own conservative local expiry (ARCHITECTURE §7), so after
@@ -62,6 +63,11 @@ begin
       perform ql.run_event(v_run.id, null, 'attempt.abandoned', 'reconciler', null, v_attempt.id,
         jsonb_build_object('attemptNo', v_attempt.attempt_no, 'leaseExpiredAtMs', v_lease.expires_at_ms),
         v_now, 'attempt.ended:' || v_attempt.id::text);
+      if v_run.attempt_count >= 100 and v_run.cancel_requested_at_ms is null then
+        -- attempt_no is 1..100: a Run whose claims were abandoned 100 times can never be offered again.
+        perform ql.run_event(v_run.id, 'failed', 'run.failed', 'reconciler', null, v_attempt.id,
+          '{"reason": "claims_exhausted"}', v_now, 'run.claims_exhausted:' || v_run.id::text);
+      end if;
       v_abandoned := v_abandoned + 1;
     elsif v_attempt.status in ('starting', 'running') and v_lease.expires_at_ms <= v_now - p_grace_ms then
       update ql.run_attempts a set status = 'lost', version = a.version + 1, ended_at_ms = v_now

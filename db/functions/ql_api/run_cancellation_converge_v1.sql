@@ -1,7 +1,8 @@
 -- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (ADR-0118 §7).
 -- Picks Runs that carry a durable cancel intent but are in created|queued|waiting_approval|retry_wait|lost
--- (lost is not terminal: a retry could still requeue it), oldest intent first, FOR UPDATE SKIP LOCKED,
--- so several convergers split the work. For each locked Run:
+-- (lost is not terminal: a retry could still requeue it), FOR UPDATE SKIP LOCKED, so several convergers
+-- split the work: Runs that no Attempt holds first, then oldest intent first (a held Run may be
+-- blocked, and blocked Runs must not fill every page ahead of convergeable ones). For each locked Run:
 --   latest Attempt claimed and its Lease no longer active → Attempt cancelled|timed_out, then the Run
 --     (two reconciler events, contiguous sequence and version);
 --   no Attempt, or the latest one already ended             → the Run only (one event);
@@ -39,7 +40,7 @@ begin
     select * from ql.runs r
      where r.cancel_requested_at_ms is not null
        and r.status in ('created', 'queued', 'waiting_approval', 'retry_wait', 'lost')
-     order by r.cancel_requested_at_ms, r.id
+     order by r.current_attempt_id is not null, r.cancel_requested_at_ms, r.id
      limit p_limit
      for no key update skip locked
   loop

@@ -1,17 +1,29 @@
--- Tests ql.retry_decision: the retry authority — retry_wait at now + retryBackoffMs while attempt_count < maxAttempts (default 1), else failed (ARCHITECTURE §4 item 9).
+-- Tests ql.retry_decision: the retry authority — retry_wait at now + retryBackoffMs while fewer than maxAttempts (default 1) non-abandoned Attempts exist, else failed (ARCHITECTURE §4 item 9).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(24);
+select plan(25);
 
 -- The Run row p_run as the retry authority would see it after p_count Attempts.
 create function pg_temp.run_after(p_run uuid, p_count int) returns ql.runs language sql
 return (select jsonb_populate_record(null::ql.runs, to_jsonb(r) || jsonb_build_object('attempt_count', p_count))
           from ql.runs r where r.id = p_run);
 
--- The decision as text: (status,retry_at_ms).
-create function pg_temp.decide(p_run uuid, p_count int, p_now bigint) returns text language sql
-return (select (d.status, d.retry_at_ms)::text from ql.retry_decision(pg_temp.run_after(p_run, p_count), p_now) d);
+-- The decision as text: (status,retry_at_ms), after p_count failed Attempts (and p_abandoned abandoned claims).
+create function pg_temp.decide(p_run uuid, p_count int, p_now bigint, p_abandoned int default 0) returns text
+language plpgsql as $$
+declare
+  v_worker uuid := pg_temp.mk_worker();
+  v_result text;
+begin
+  delete from ql.run_attempts where run_id = p_run;
+  insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms, ended_at_ms)
+  select p_run, n, case when n <= p_abandoned then 'abandoned' else 'failed' end, v_worker, 1, gen_random_uuid(), 1, 2
+    from generate_series(1, p_count + p_abandoned) n;
+  select (d.status, d.retry_at_ms)::text into v_result
+    from ql.retry_decision(pg_temp.run_after(p_run, p_count + p_abandoned), p_now) d;
+  return v_result;
+end $$;
 
 \set now 1700000000000
 
@@ -90,17 +102,22 @@ select ql.run_cancel_intent(:'r_three', 'user', 'user', null, ql.now_ms()) as se
 select is(pg_temp.decide(:'r_three', 1, :now), format('(retry_wait,%s)', :now + 5000),
   'retry_decision does not read the cancel intent: its callers decide first that an intent wins');
 
--- A real Run row (attempt_count 0 as enqueued), without any rewriting.
+-- A real Run row (attempt_count 0 as enqueued, no Attempt), without any rewriting.
+delete from ql.run_attempts where run_id = :'r_default';
 select is((select (d.status, d.retry_at_ms)::text from ql.runs r, ql.retry_decision(r, :now) d where r.id = :'r_default'),
   format('(retry_wait,%s)', :now), 'called with a stored Run row (attempt_count 0) it answers one decision');
 
 -- ---------------------------------------------------------------------------------------------
 -- Pure read.
 select pg_temp.state() as before \gset
-select count(pg_temp.decide(r.id, n, :now)) as decisions from ql.runs r, generate_series(0, 5) n \gset
+select count(*) as decisions from ql.runs r, generate_series(0, 5) n,
+       ql.retry_decision(pg_temp.run_after(r.id, n), :now) d \gset
 select is(pg_temp.state(), :'before', 'deciding writes nothing');
 select is((select count(*) from ql.retry_decision(pg_temp.run_after(:'r_three', 1), :now)), 1::bigint,
   'exactly one decision per Run');
+
+select is(pg_temp.decide(:'r_nobackoff', 1, :now, 3), format('(retry_wait,%s)', :now),
+  'abandoned claims spend no retry: 3 abandoned + 1 failed of maxAttempts 2 still retries');
 
 select * from finish();
 rollback;

@@ -3,7 +3,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(71);
+select plan(73);
 
 -- Everything stored about one Run (its row, Attempts, Leases, Offers, events), to prove "nothing changed for it".
 create function pg_temp.run_image(p_run uuid) returns text language sql
@@ -389,6 +389,23 @@ select is((select count(*) from ql.run_events e where e.actor_kind = 'reconciler
   'reconciler events in all: 2 + 2 (claims ended: user, timeout) + 1 (lost) + 1 (queued) + 3 (created, waiting, retry_wait) + 5 (paging) + 2 (the unblocked claim)');
 select is((select count(*) from ql.run_events e group by e.event_id order by 1 desc limit 1), 1::bigint,
   'no event id was written twice');
+
+-- ---------------------------------------------------------------------------------------------
+-- A blocked Run never starves a convergeable one: Runs no Attempt holds come first in every page.
+select pg_temp.mk_scenario() as s_block_w \gset
+select o, o ->> 'runId' as r from pg_temp.offer_at(:'s_block_w', 'claimed') o \gset s_block_
+select ql.run_cancel_intent(:'s_block_r', 'user', 'user', null, ql.now_ms() - 60000);
+select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project())) as s_free \gset
+select ql.run_cancel_intent(:'s_free', 'user', 'user', null, ql.now_ms());
+set local role ql_scheduler;
+select ql_api.run_cancellation_converge_v1(1) as s_page \gset
+reset role;
+select is(:'s_page'::jsonb -> 'convergedRunIds', jsonb_build_array(:'s_free'),
+  'with an older blocked claim and a page of one, the free Run is converged first');
+set local role ql_scheduler;
+select is(ql_api.run_cancellation_converge_v1(1) -> 'blockedRunIds', jsonb_build_array(:'s_block_r'),
+  'only then is the held Run reported blocked');
+reset role;
 
 select * from finish();
 rollback;

@@ -158,9 +158,6 @@ select is((select (r.pool, r.task_revision_id)::text from ql.runs r where r.id =
   format('(default,%s)', :'rev2'), 'a plan without pool queues the Run in the default pool');
 select is((select e.actor_id from ql.run_events e where e.run_id = (:'agent_res'::jsonb ->> 'runId')::uuid), :'agent'::uuid,
   'the agent''s run.queued event names the agent as actor');
--- KNOWN BUG: run_enqueue_v1 hard-codes actor_kind 'user'; ql.actor_kind says the event names "a user or agent
--- subject" (run_cancel_request_v1 uses the subject's kind). Fix: read ql.subjects.kind and pass it.
-select todo('KNOWN BUG: run_enqueue_v1 records every subject as actor_kind user', 1);
 select is((select e.actor_kind::text from ql.run_events e where e.run_id = (:'agent_res'::jsonb ->> 'runId')::uuid), 'agent',
   'an agent''s enqueue is attributed to actor_kind agent, not user');
 
@@ -253,9 +250,6 @@ set local role ql_runtime;
 select ql_api.run_enqueue_v1(:'alice', :'p', :'t', 'enq-f-7', :pv, :bv) as res \gset
 reset role;
 select is(:'res'::jsonb ->> 'status', 'fenced', 'a binding revoked after admission is fenced');
--- KNOWN BUG: ql.policy_fence tests the project version before the binding, and role_binding_set_v1 bumps both,
--- so a revocation is reported project_changed. Fix: check binding active/version before the project version.
-select todo('KNOWN BUG: policy_fence reports a revocation as project_changed', 1);
 select is(:'res'::jsonb, '{"status": "fenced", "reason": "binding_revoked"}', 'a binding revoked after admission is fenced binding_revoked');
 select is(pg_temp.pstate(), :'before', 'the revocation fence changes nothing');
 set local role ql_runtime;
@@ -277,8 +271,6 @@ set local role ql_runtime;
 select ql_api.run_enqueue_v1(:'alice', :'p', :'t', 'enq-f-9', :pv, :bv) as res \gset
 reset role;
 select is(:'res'::jsonb ->> 'status', 'fenced', 'a role changed after admission is fenced');
--- KNOWN BUG: as above, the role change is reported project_changed.
-select todo('KNOWN BUG: policy_fence reports a role change as project_changed', 1);
 select is(:'res'::jsonb, '{"status": "fenced", "reason": "binding_changed"}', 'a role changed after admission is fenced binding_changed');
 select is(pg_temp.pstate(), :'before', 'the role-change fence changes nothing');
 set local role ql_runtime;
