@@ -160,9 +160,7 @@ async def cancel_actor(db: Database, w: World, seed: int) -> None:
             run = rnd.choice(w.offers).raw["runId"]
             async with conn.transaction():
                 await conn.execute("select 1 from ql.runs where id = %s for no key update", (run,))
-                await conn.execute(
-                    "select ql.run_cancel_intent(%s, 'user', 'user', null, ql.now_ms())", (run,)
-                )
+                await conn.execute("select ql.run_cancel_intent(%s, 'user', 'user', null, ql.now_ms())", (run,))
             await asyncio.sleep(rnd.random() / 200)
 
 
@@ -180,9 +178,7 @@ def drain(db: Database, w: World) -> None:
                     (phase, *head, *fence),
                 )
                 w.results.append((phase, attempt, r))
-            row = admin.execute(
-                "select version from ql.run_leases where attempt_id = %s", (attempt,)
-            ).fetchone()
+            row = admin.execute("select version from ql.run_leases where attempt_id = %s", (attempt,)).fetchone()
             admin.rollback()
             assert row is not None
             r = call(
@@ -192,9 +188,7 @@ def drain(db: Database, w: World) -> None:
             )
             w.results.append(("complete", attempt, r))
             # An Attempt the race already completed with another exit code answers completion_conflict.
-            assert (
-                r["status"] in ("completed", "already_completed") or r.get("reason") == "completion_conflict"
-            ), r
+            assert r["status"] in ("completed", "already_completed") or r.get("reason") == "completion_conflict", r
 
 
 def check_invariants(db: Database, w: World) -> None:
@@ -218,8 +212,7 @@ def check_invariants(db: Database, w: World) -> None:
             assert version == 1 + sequence, f"run {run_id}: version {version} vs {sequence} events"
             assert status in ("succeeded", "failed", "cancelled", "timed_out"), (run_id, status)
         dupes = conn.execute(
-            "select count(*) - count(distinct event_id), count(*) - count(distinct dedupe_key)"
-            " from ql.run_events"
+            "select count(*) - count(distinct event_id), count(*) - count(distinct dedupe_key) from ql.run_events"
         ).fetchone()
         assert dupes == (0, 0)
         everything = conn.execute(
@@ -249,9 +242,7 @@ def check_invariants(db: Database, w: World) -> None:
             assert versions == list(range(2, lease_version + 1)), (
                 f"attempt {attempt}: renewals {versions} but lease version {lease_version}"
             )
-            assert applied[("complete", attempt)] == 1, (
-                f"attempt {attempt} completed {applied[('complete', attempt)]}x"
-            )
+            assert applied[("complete", attempt)] == 1, f"attempt {attempt} completed {applied[('complete', attempt)]}x"
             # Exactly one starting ACK was applied; running at most once (completion may follow starting).
             assert applied[("starting", attempt)] == 1
             assert applied[("running", attempt)] <= 1
@@ -259,9 +250,7 @@ def check_invariants(db: Database, w: World) -> None:
             assert callbacks == activations + 1
             assert a_version == 1 + activations + len(versions) + 1
             expected = {"timeout": "timed_out", "user": "cancelled"}.get(reason or "", a_status)
-            assert a_status == expected == r_status or (
-                a_status == "failed" and r_status == "failed" and not reason
-            )
+            assert a_status == expected == r_status or (a_status == "failed" and r_status == "failed" and not reason)
 
 
 @pytest.mark.parametrize("round_", range(10))

@@ -80,9 +80,7 @@ def test_the_top_level_is_an_object(data: bytes) -> None:
     assert code_of(data) == "wire.not_object"
 
 
-@pytest.mark.parametrize(
-    "data", [b"", b" ", b"{", b"{}{}", b"{'a':1}", b'{"a":1,}', b"\xef\xbb\xbf{}", b'{"a":01}']
-)
+@pytest.mark.parametrize("data", [b"", b" ", b"{", b"{}{}", b"{'a':1}", b'{"a":1,}', b"\xef\xbb\xbf{}", b'{"a":01}'])
 def test_malformed_json_is_refused(data: bytes) -> None:
     assert code_of(data) == "wire.invalid_json"
 
@@ -107,9 +105,7 @@ def test_control_characters_and_line_separators_are_refused_in_values_and_keys(c
 
 
 def test_c1_controls_and_other_unicode_pass_the_codec() -> None:
-    assert decode('{"a":"\u0085\u00e9\u4e2d\U0001f600"}'.encode(), cap=100) == {
-        "a": "\u0085\u00e9\u4e2d\U0001f600"
-    }
+    assert decode('{"a":"\u0085\u00e9\u4e2d\U0001f600"}'.encode(), cap=100) == {"a": "\u0085\u00e9\u4e2d\U0001f600"}
 
 
 def test_only_bytes_are_decoded() -> None:
@@ -151,9 +147,7 @@ def test_arbitrary_bytes_raise_only_wire_errors(data: bytes) -> None:
 
 CLEAN = st.recursive(
     st.none() | st.booleans() | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER) | st.text(SAFE_CHARS),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(SAFE_CHARS, max_size=8), inner, max_size=4)
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(SAFE_CHARS, max_size=8), inner, max_size=4),
     max_leaves=20,
 )
 

@@ -181,9 +181,7 @@ def test_from_result_adds_schema_and_exactly_the_shell_fields() -> None:
     assert Sample.from_result(result, token=TOKEN) == Sample.from_obj(sample())
     assert code_of(lambda: Sample.from_result(result)) == "wire.missing_field"
     assert code_of(lambda: Sample.from_result(result, token=TOKEN, other=1)) == "wire.unknown_field"
-    assert (
-        code_of(lambda: Sample.from_result({**result, "token": TOKEN}, token=TOKEN)) == "wire.unknown_field"
-    )
+    assert code_of(lambda: Sample.from_result({**result, "token": TOKEN}, token=TOKEN)) == "wire.unknown_field"
     assert code_of(lambda: Sample.from_result({**result, "schema": "x"}, token=TOKEN)) == "wire.unknown_field"
     assert code_of(lambda: Sample.from_result([], token=TOKEN)) == "wire.not_object"  # type: ignore[arg-type]
 

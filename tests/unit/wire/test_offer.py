@@ -74,9 +74,7 @@ def test_empty_reasons_are_the_sql_ones() -> None:
     text = (SQL / "ql_api" / "offer_pull_v1.sql").read_text()
     reasons = set(re.findall(r"ql\.outcome\('empty', '(\w+)'\)", text))
     assert reasons == set(OfferEmpty.field("reason").spec.values)  # type: ignore[attr-defined]
-    assert OFFER_RESPONSES.from_result({"status": "empty", "reason": "no_work"}) == OfferEmpty(
-        reason="no_work"
-    )
+    assert OFFER_RESPONSES.from_result({"status": "empty", "reason": "no_work"}) == OfferEmpty(reason="no_work")
 
 
 def test_the_plan_has_exactly_the_keys_ql_plan_is_valid_admits() -> None:
@@ -126,9 +124,7 @@ def test_plan_bounds(plan: dict[str, Any], code: str) -> None:
 def test_plan_bounds_are_inclusive() -> None:
     edge = offered(argv=["x" * 100] * ARGV_MAX_ITEMS, timeoutMs=2**31 - 1, maxAttempts=100, pool="a" * 64)
     assert isinstance(parse_offer_response(edge), OfferOffered)
-    assert parse_offer_response(offered(argv=["x" * ARG_MAX_CHARS])).to_json() == offered(
-        argv=["x" * ARG_MAX_CHARS]
-    )
+    assert parse_offer_response(offered(argv=["x" * ARG_MAX_CHARS])).to_json() == offered(argv=["x" * ARG_MAX_CHARS])
 
 
 def test_an_env_value_never_appears_in_an_error() -> None:

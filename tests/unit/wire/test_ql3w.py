@@ -15,9 +15,7 @@ PATH = f"/api/v3/workers/{WORKER}/sessions/{SESSION}/lease-control"
 NOW = 1_800_000_000
 
 
-def header(
-    *, body: bytes = b"{}", path: str = PATH, now: int = NOW, gen: int = 1, secret: bytes = SECRET
-) -> str:
+def header(*, body: bytes = b"{}", path: str = PATH, now: int = NOW, gen: int = 1, secret: bytes = SECRET) -> str:
     key = ql3w.session_key(secret, SESSION, WORKER, gen)
     return ql3w.authorization(
         key,
@@ -85,8 +83,6 @@ def test_parse_raises_nothing_but_wire_errors(value: str) -> None:
     except WireError as exc:
         assert exc.code == "auth.bad_signature"
     else:
-        assert (
-            value
-            == f"ql3w worker={cred.worker_id}, session={cred.session_id}, gen={cred.generation}, "
-            + (f"ts={cred.timestamp}, sig={cred.signature}")
+        assert value == f"ql3w worker={cred.worker_id}, session={cred.session_id}, gen={cred.generation}, " + (
+            f"ts={cred.timestamp}, sig={cred.signature}"
         )
