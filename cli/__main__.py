@@ -39,9 +39,7 @@ def _pki_init(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="qinglong", description="Qinglong remote worker control: operator commands"
-    )
+    top = argparse.ArgumentParser(prog="qinglong", description="Qinglong remote worker control: operator commands")
     sub = top.add_subparsers(dest="group", required=True)
 
     shell = sub.add_parser("shell", help="the HTTPS shell").add_subparsers(dest="command", required=True)
@@ -49,13 +47,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.shell.config)")
     serve.set_defaults(run=_shell_serve)
 
-    pki = sub.add_parser("pki", help="the deployment's private PKI").add_subparsers(
-        dest="command", required=True
-    )
+    pki = sub.add_parser("pki", help="the deployment's private PKI").add_subparsers(dest="command", required=True)
     init = pki.add_parser("init", help="create a CA and the shell's server certificate")
-    init.add_argument(
-        "--dir", type=Path, required=True, help="folder for ca.crt/ca.key/server.crt/server.key"
-    )
+    init.add_argument("--dir", type=Path, required=True, help="folder for ca.crt/ca.key/server.crt/server.key")
     init.add_argument("--host", action="append", required=True, help="server DNS name or IP (repeatable)")
     init.set_defaults(run=_pki_init)
     return top

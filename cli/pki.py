@@ -76,9 +76,7 @@ def init_ca(folder: Path, name: str = "ca") -> Issued:
     cert = (
         _builder("Qinglong deployment CA", subject, key, dt.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .sign(key, hashes.SHA256())
     )
     return _save(folder, name, cert, key)

@@ -181,8 +181,7 @@ class Cluster:
                 return
             if not self._auto_port or attempt == _PORT_ATTEMPTS:
                 raise ClusterError(
-                    f"port {self.port} on {self.host} is in use "
-                    f"(tried {attempt} port{'s' if attempt > 1 else ''})",
+                    f"port {self.port} on {self.host} is in use (tried {attempt} port{'s' if attempt > 1 else ''})",
                     log_file=self.log_file,
                 )
             self.port = _free_port(self.host)
@@ -326,8 +325,7 @@ class Cluster:
                     return False
                 if time.monotonic() > deadline:
                     raise ClusterError(
-                        f"postgres did not accept connections on {self.host}:{self.port} "
-                        f"within {_START_TIMEOUT:.0f} s",
+                        f"postgres did not accept connections on {self.host}:{self.port} within {_START_TIMEOUT:.0f} s",
                         log_file=self.log_file,
                     )
                 time.sleep(0.05)
@@ -398,9 +396,7 @@ def _binaries() -> _Binaries:
             pkglibdir = _pg_config(str(candidate / "pg_config"), "--pkglibdir")
             pkglib = Path(pkglibdir) if pkglibdir else _FALLBACK_PKGLIBDIR
             return _Binaries(bindir=candidate, pkglibdir=pkglib)
-    raise ClusterError(
-        f"no PostgreSQL server binaries (initdb, postgres) in {' or '.join(map(str, candidates))}"
-    )
+    raise ClusterError(f"no PostgreSQL server binaries (initdb, postgres) in {' or '.join(map(str, candidates))}")
 
 
 def _pg_config(program: str, option: str) -> str | None:
@@ -423,9 +419,7 @@ def _os_user() -> _OsUser:
     try:
         entry = pwd.getpwnam(_OS_USER)
     except KeyError:
-        raise ClusterError(
-            f"running as root, but there is no {_OS_USER!r} OS user to run the server as"
-        ) from None
+        raise ClusterError(f"running as root, but there is no {_OS_USER!r} OS user to run the server as") from None
     if shutil.which("setpriv") is None:
         raise ClusterError("running as root needs setpriv (util-linux) to drop to postgres")
     groups = frozenset(os.getgrouplist(entry.pw_name, entry.pw_gid))

@@ -161,9 +161,7 @@ def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
     try:
         message = route.response.from_result(result, **route.shell_fields(call, result))
     except WireError:
-        raise Refusal(
-            503, "internal.bad_projection", "database projection outside the response contract"
-        ) from None
+        raise Refusal(503, "internal.bad_projection", "database projection outside the response contract") from None
     http = 202 if status in route.accepted else 200
     return web.Response(status=http, body=message.to_json(), content_type="application/json")
 
@@ -179,9 +177,7 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                 await _admit(request, route, call, request_id)
                 if route.request is not None:
                     _require_json(request)
-                    call.body = _parse(
-                        route, call, await _read_capped(request, route.request(call.match).CAP)
-                    )
+                    call.body = _parse(route, call, await _read_capped(request, route.request(call.match).CAP))
             else:
                 call.body = _parse(route, call, await _worker_identity(request, route, call))
                 generation = getattr(call.body, "worker_generation", call.generation)
@@ -189,9 +185,7 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                     raise Refusal(409, "fenced.stale_generation", "the body names another worker generation")
             if route.mints_token:
                 call.minted_token = mint_token()
-            result = await request.app[DB].call(
-                route.function, route.args(call), serializable=route.serializable
-            )
+            result = await request.app[DB].call(route.function, route.args(call), serializable=route.serializable)
             response = _respond(route, call, result)
         except Refusal as refusal:
             REFUSALS.labels(refusal.code).inc()

@@ -96,9 +96,7 @@ def load(path: Path) -> ShellConfig:
         raise ConfigError("the cluster secret must hold at least 32 bytes")
     if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(f"{secret_file} must not be readable by group or others (chmod 600)")
-    admin = _listener(
-        raw.get("admin_listener", {"host": "127.0.0.1", "port": 9100}), base, "admin_listener", tls=False
-    )
+    admin = _listener(raw.get("admin_listener", {"host": "127.0.0.1", "port": 9100}), base, "admin_listener", tls=False)
     if not ipaddress.ip_address(admin.host).is_loopback:
         raise ConfigError("[admin_listener] must bind a loopback address")
     return ShellConfig(

@@ -134,9 +134,7 @@ def _operation(route: Route) -> dict[str, Any]:
         body = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     if route.permission:
-        op["description"] = (
-            f"Needs `{route.permission}` on the project; admitted and audited before the body is read."
-        )
+        op["description"] = f"Needs `{route.permission}` on the project; admitted and audited before the body is read."
     return op
 
 

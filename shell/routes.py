@@ -125,9 +125,7 @@ def _activation_request(match: Mapping[str, str]) -> type[Message]:
 
 def _session_key(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
     assert call.worker_id is not None
-    key = ql3w.session_key(
-        call.cluster_secret, result["sessionId"], call.worker_id, result["workerGeneration"]
-    )
+    key = ql3w.session_key(call.cluster_secret, result["sessionId"], call.worker_id, result["workerGeneration"])
     return {"sessionKey": ql3w.b64url(key)}
 
 

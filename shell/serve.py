@@ -34,9 +34,7 @@ async def serve(config: ShellConfig, *, ready: asyncio.Event | None = None) -> N
             ssl = None
             if mtls is not None:
                 assert listener.certificate is not None and listener.key is not None
-                ssl = server_context(
-                    listener.certificate, listener.key, client_ca=listener.client_ca if mtls else None
-                )
+                ssl = server_context(listener.certificate, listener.key, client_ca=listener.client_ca if mtls else None)
             await web.TCPSite(runner, listener.host, listener.port, ssl_context=ssl).start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

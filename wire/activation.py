@@ -83,9 +83,7 @@ class ActivationResponse(Message):
     SCHEMA = ACTIVATION_SCHEMA
     CAP = 16 * KIB
 
-    status: ActivationStatus = wire(
-        Enum(("applied", "already_starting", "already_running", "already_terminal"))
-    )
+    status: ActivationStatus = wire(Enum(("applied", "already_starting", "already_running", "already_terminal")))
     snapshot: Snapshot = wire(Nested(Snapshot))
 
 

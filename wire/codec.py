@@ -172,6 +172,4 @@ def decode(data: bytes | bytearray, *, cap: int) -> dict[str, object]:
 
 def encode(obj: object) -> bytes:
     """The canonical bytes of a JSON value: sorted keys, no whitespace, UTF-8, finite numbers."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()

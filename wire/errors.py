@@ -108,9 +108,7 @@ class ErrorMessage(Message):
 
     code: str = wire(Enum(ERROR_CODES))
     message: str = wire(Str(200, min_len=1))
-    request_id: str | None = wire(
-        Str(128, min_len=1, pattern=REQUEST_ID_PATTERN), optional=True, default=None
-    )
+    request_id: str | None = wire(Str(128, min_len=1, pattern=REQUEST_ID_PATTERN), optional=True, default=None)
 
 
 def outcome_code(result: Mapping[str, object]) -> str:

@@ -91,10 +91,7 @@ LEASE_CONTROL_RESPONSES: Final[Variants[LeaseControlResponse]] = Variants(
 
 def check_lease_version(response: LeaseControlResponse, *, expected_version: int) -> LeaseControlResponse:
     """Refuse a renewed or stop_requested answer whose leaseVersion is not expectedVersion + 1."""
-    if (
-        isinstance(response, LeaseRenewed | LeaseStopRequested)
-        and response.lease_version != expected_version + 1
-    ):
+    if isinstance(response, LeaseRenewed | LeaseStopRequested) and response.lease_version != expected_version + 1:
         raise WireError(VERSION_MISMATCH, "leaseVersion is not expectedVersion + 1")
     return response
 

@@ -87,9 +87,7 @@ def parse(header: str) -> Credential:
     return Credential(m["worker"], m["session"], int(m["gen"]), int(m["ts"]), m["sig"])
 
 
-def verify(
-    cluster_secret: bytes, credential: Credential, method: str, path: str, body: bytes, now: int
-) -> None:
+def verify(cluster_secret: bytes, credential: Credential, method: str, path: str, body: bytes, now: int) -> None:
     """Check the timestamp window, then the signature in constant time; raise WireError otherwise."""
     if abs(now - credential.timestamp) > SKEW_SECONDS:
         raise WireError(EXPIRED, "ql3w timestamp outside the accepted window")
