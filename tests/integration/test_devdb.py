@@ -235,8 +235,6 @@ def test_cli_errors_are_one_line() -> None:
     assert "cannot run /nonexistent/command" in result.stderr
     assert "Traceback" not in result.stderr
 
-    missing = subprocess.run(
-        [*_CLI, "--fsync", "off"], capture_output=True, text=True, timeout=60, check=False
-    )
+    missing = subprocess.run([*_CLI, "--fsync", "off"], capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1

@@ -213,9 +213,7 @@ def read_state(node: Node, w: World) -> RunState:
 
 
 def sqitch(*args: str) -> None:
-    result = subprocess.run(
-        ["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300
-    )
+    result = subprocess.run(["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"sqitch {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
@@ -252,9 +250,7 @@ def build_world(primary: Node) -> World:
         )
         binding = call(admin, "ql_api.role_binding_set_v1(%s, %s, 'operator', true)", (project, subject))
         assert binding["status"] == "set", binding
-        task = one(
-            admin, "insert into ql.tasks (project_id, name) values (%s, 'sleepy') returning id", (project,)
-        )
+        task = one(admin, "insert into ql.tasks (project_id, name) values (%s, 'sleepy') returning id", (project,))
         revision = one(
             admin,
             "insert into ql.task_execution_revisions (task_id, project_id, plan_json, executor_revision_id)"
@@ -296,9 +292,7 @@ def build_world(primary: Node) -> World:
             "update ql.run_leases set expires_at_ms = ql.now_ms() - 60000 where attempt_id = %s",
             (offer["attemptId"],),
         )
-        admin.execute(
-            "update ql.offers set expires_at_ms = ql.now_ms() - 60000 where id = %s", (offer["offerId"],)
-        )
+        admin.execute("update ql.offers set expires_at_ms = ql.now_ms() - 60000 where id = %s", (offer["offerId"],))
     return World(
         project=project,
         subject=subject,
@@ -463,9 +457,7 @@ def test_cancellation_and_convergence_survive_promotion(
         ], final.figures(pre)
         assert [e.sequence for e in final.events] == list(range(1, final.event_sequence + 1))
         assert final.version == 1 + final.event_sequence
-        assert final.version - pre.version == 3 and final.event_sequence - pre.event_sequence == 3, (
-            final.figures(pre)
-        )
+        assert final.version - pre.version == 3 and final.event_sequence - pre.event_sequence == 3, final.figures(pre)
         assert len(final.events) - len(pre.events) == 3 and final.dedupe_keys == len(final.events)
         assert (final.duplicate_event_ids, final.duplicate_dedupe_keys) == (0, 0)
         assert (final.status, final.attempt_status) == ("cancelled", "cancelled")

@@ -45,9 +45,7 @@ def one(conn: psycopg.Connection[Any], sql: str, args: tuple[Any, ...] = ()) -> 
 
 
 def sqitch(*args: str) -> str:
-    result = subprocess.run(
-        ["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300
-    )
+    result = subprocess.run(["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"sqitch {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 
@@ -82,9 +80,7 @@ def queue_cancelled_run(conn: psycopg.Connection[Any]) -> Any:
     """One queued Run (no Attempt) that carries a user's durable cancel intent, nothing converged yet."""
     with conn.transaction():
         project = one(conn, "insert into ql.projects (name) values ('cron') returning id")
-        task = one(
-            conn, "insert into ql.tasks (project_id, name) values (%s, 'nightly') returning id", (project,)
-        )
+        task = one(conn, "insert into ql.tasks (project_id, name) values (%s, 'nightly') returning id", (project,))
         revision = one(
             conn,
             "insert into ql.task_execution_revisions (task_id, project_id, plan_json, executor_revision_id)"
@@ -116,9 +112,7 @@ def cron_cluster() -> Iterator[Cluster]:
     # pg_cron 1.4 runs each job over libpq as the job's user (trusted on loopback here). The server
     # listens on 127.0.0.1 only; the default cron.host "localhost" works only while it resolves
     # there (or libpq falls back from ::1), so pin it.
-    c = Cluster(
-        root, fsync=False, preload_cron=True, cron_database=CRON_DB, settings={"cron.host": "127.0.0.1"}
-    )
+    c = Cluster(root, fsync=False, preload_cron=True, cron_database=CRON_DB, settings={"cron.host": "127.0.0.1"})
     try:
         c.start()
         yield c
@@ -140,9 +134,7 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
     # -- pg_cron serves this database: exactly one job, as ql_scheduler --------------------------
     sqitch("deploy", "--quiet", cluster.sqitch_target(CRON_DB))
     with psycopg.connect(cluster.dsn(CRON_DB), autocommit=True) as conn:
-        assert cron_jobs(conn) == [
-            (JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True)
-        ]
+        assert cron_jobs(conn) == [(JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True)]
         job_id = one(conn, "select jobid from cron.job where jobname = %s", (JOB,))
         run = queue_cancelled_run(conn)
         queued_at: datetime = one(conn, "select clock_timestamp()")
@@ -185,9 +177,7 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
             (2, "run.cancel_requested", "user"),
             (3, "run.cancelled", "reconciler"),
         ], events
-        assert conn.execute(
-            "select version, event_sequence from ql.runs where id = %s", (run,)
-        ).fetchone() == (4, 3)
+        assert conn.execute("select version, event_sequence from ql.runs where id = %s", (run,)).fetchone() == (4, 3)
 
     # -- pg_cron serves another database: deploys and verifies cleanly, no job -------------------
     sqitch("deploy", "--quiet", cluster.sqitch_target(OTHER_DB))
