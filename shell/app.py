@@ -26,9 +26,9 @@ from typing import Any, Final
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from qinglong.shell.db import Database, StorageUnavailable
+from qinglong.shell.db import BadProjection, Database, StorageUnavailable
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS
-from qinglong.shell.routes import ROUTES, Call, Route, mint_token
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.errors import ERROR_CODES
@@ -134,19 +134,21 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
     decision = await request.app[DB].call(
         "request_admission_v1", (digest, call.match["projectId"], route.permission, route.name, request_id)
     )
-    verdict = decision.get("decision")
-    if verdict == "allow":
-        call.subject_id = decision["subjectId"]
-        call.project_version, call.binding_version = decision["projectVersion"], decision["bindingVersion"]
+    try:
+        admission = Admission.from_obj(decision)
+    except WireError:
+        raise Refusal(503, "internal.bad_projection", "admission answered outside its contract") from None
+    if admission.decision == "allow":
+        if admission.subject_id is None or admission.project_version is None or admission.binding_version is None:
+            raise Refusal(503, "internal.bad_projection", "an allow without its subject and versions")
+        call.subject_id = admission.subject_id
+        call.project_version, call.binding_version = admission.project_version, admission.binding_version
         return
-    reason = str(decision.get("reason"))
-    if verdict == "require_approval":
+    if admission.decision == "require_approval":
         raise Refusal(403, "approval_required", "an agent needs a human's approval for this")
-    if verdict == "deny":
-        status = ADMISSION_HTTP.get(reason, 403)
-        code = {401: "auth.unauthenticated", 404: "not_found"}.get(status, "denied")
-        raise Refusal(status, code, reason)
-    raise Refusal(503, "internal.bad_projection", "admission answered outside its contract")
+    status = ADMISSION_HTTP.get(admission.reason, 403)
+    code = {401: "auth.unauthenticated", 404: "not_found"}.get(status, "denied")
+    raise Refusal(status, code, admission.reason)
 
 
 def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
@@ -193,6 +195,13 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
         except StorageUnavailable:
             REFUSALS.labels("storage.unavailable").inc()
             response = _error(503, "storage.unavailable", "the database is unavailable", request_id)
+        except BadProjection:
+            REFUSALS.labels("internal.bad_projection").inc()
+            response = _error(503, "internal.bad_projection", "the database answered outside the contract", request_id)
+        except Exception as exc:  # a bug: answer in the error contract, log the type only (no values, no secrets)
+            REFUSALS.labels("internal.error").inc()
+            _log("internal_error", route=route.name, request_id=request_id, error=type(exc).__name__)
+            response = _error(500, "internal.error", "internal error", request_id)
         REQUESTS.labels(route.name, str(response.status)).inc()
         _log(
             "request",
@@ -227,14 +236,14 @@ def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool
         from qinglong.shell.openapi import openapi_document
 
         document = json.dumps(openapi_document(), sort_keys=True).encode()
-        app.router.add_get("/openapi.json", lambda r: _static(document))
+
+        async def openapi(request: web.Request) -> web.Response:
+            return web.Response(body=document, content_type="application/json")
+
+        app.router.add_get("/openapi.json", openapi)
     if own_db:
         app.cleanup_ctx.append(_database_cleanup(db))
     return app
-
-
-async def _static(body: bytes) -> web.Response:
-    return web.Response(body=body, content_type="application/json")
 
 
 def make_admin_app(db: Database) -> web.Application:

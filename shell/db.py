@@ -31,6 +31,10 @@ class StorageUnavailable(Exception):
     """The database cannot be reached or answered with a connection-level fault."""
 
 
+class BadProjection(Exception):
+    """A ql_api function answered something that is not a JSON object, or failed on its input."""
+
+
 class Database:
     """Calls ql_api functions through one pool (sized to the cores, as ARCHITECTURE §12 says)."""
 
@@ -76,6 +80,8 @@ class Database:
             raise AssertionError("unreachable")
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StorageUnavailable(type(exc).__name__) from None
+        except psycopg.Error as exc:
+            raise BadProjection(type(exc).__name__) from None
         finally:
             DB_LATENCY.labels(function).observe(time.perf_counter() - started)
 
@@ -93,6 +99,6 @@ async def _fetch(conn: psycopg.AsyncConnection[Any], query: str, args: Sequence[
     await cur.execute(query.encode(), list(args))  # the name is checked above
     row = await cur.fetchone()
     if row is None or not isinstance(row[0], dict):
-        raise TypeError("a ql_api function returned no jsonb object")
+        raise BadProjection("a ql_api function returned no jsonb object")
     result: dict[str, Any] = row[0]
     return result

@@ -43,6 +43,7 @@ from qinglong.wire import (
     WorkerSessionOpenRequest,
     ql3w,
 )
+from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
 
 WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
 SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
@@ -90,6 +91,18 @@ class Call:
 
     def admitted(self) -> tuple[Any, ...]:
         return (self.project_version, self.binding_version)
+
+
+class Admission(Record):
+    """ql_api.request_admission_v1's answer, checked before the shell acts on it."""
+
+    decision: str = wire(Enum(("allow", "deny", "require_approval")))
+    reason: str = wire(Str(64, min_len=1, pattern="[a-z0-9_.]+"))
+    subject_id: str | None = wire(Uuid(), nullable=True)
+    subject_kind: str | None = wire(Enum(("user", "agent", "system")), nullable=True)
+    project_version: int | None = wire(Int(1), nullable=True)
+    binding_version: int | None = wire(Int(1), nullable=True)
+    audit_id: str = wire(Uuid())
 
 
 def _b(call: Call) -> Any:

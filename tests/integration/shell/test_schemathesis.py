@@ -1,0 +1,101 @@
+"""Schemathesis against the running user API: its /openapi.json is loaded over TLS (trusting the test
+CA), and every user operation is fuzzed stateless — positive and negative cases, with random ids and
+with the seeded Project, Runs and task — as the operator. No answer may be a 5xx: a 500 is a crash
+and a 503 here is a storage or projection fault, both failures. Every answer must also conform to
+the document (declared status, media type and body schema).
+
+Hypothesis runs in a worker thread (requests is synchronous) while the event loop serves the shell.
+Touches: a fresh database, the in-process shell on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any, Final
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.integration.shell.conftest import Pki, Seed, Shell
+
+pytestmark = pytest.mark.db
+
+MAX_EXAMPLES = 30
+USER_PREFIX = "/api/v3/projects/"
+# No 5xx; and, while at it, every answer matches the document (status, media type, body schema).
+CHECKS: Final = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -> Counter[tuple[str, int]]:
+    statuses: Counter[tuple[str, int]] = Counter()
+    operations = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
+        operations.append(result.ok())
+    user_operations = [op for op in operations if op.path.startswith(USER_PREFIX)]
+    assert {op.label for op in user_operations} == {
+        "POST /api/v3/projects/{projectId}/runs",
+        "POST /api/v3/projects/{projectId}/runs/{runId}/cancellation",
+        "GET /api/v3/projects/{projectId}/runs/{runId}",
+    }
+    headers = {"Authorization": f"Bearer {seed.operator.token}"}
+
+    def seeded(case: Case[Any], use_task: bool) -> Case[Any]:
+        if use_task and isinstance(case.body, dict) and "taskId" in case.body:
+            case.body = {**case.body, "taskId": seed.task_p}
+        return case
+
+    for operation in user_operations:
+        fixed: list[dict[str, Any]] = [{}, {"projectId": seed.project_p}]
+        if "{runId}" in operation.path:
+            fixed += [{"projectId": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
+        strategies = [
+            st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
+                lambda pair: seeded(*pair)
+            )
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+            for path in fixed
+        ]
+
+        @settings(
+            max_examples=MAX_EXAMPLES * 2,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=st.one_of(strategies))
+        def check(case: Case[Any]) -> None:
+            response = case.call(base_url=shell.user_url, headers=headers, verify=str(pki.ca), timeout=10)
+            statuses[(case.operation.label, response.status_code)] += 1
+            assert response.status_code < 500, (response.status_code, response.text[:500])
+            case.validate_response(response, checks=CHECKS, headers=headers)
+
+        check()
+    return statuses
+
+
+async def test_user_api_never_answers_5xx(pki: Pki, shell: Shell, seed: Seed) -> None:
+    config = schemathesis.Config()
+    schema = await asyncio.to_thread(
+        schemathesis.openapi.from_url, shell.user_url + "/openapi.json", config=config, verify=str(pki.ca)
+    )
+    statuses = await asyncio.to_thread(_fuzz, schema, pki, shell, seed)
+    # The fuzzing reached past admission: every operation saw a success and a refusal.
+    by_op: dict[str, set[int]] = {}
+    for (label, status), _ in statuses.items():
+        by_op.setdefault(label, set()).add(status)
+    assert all(any(s < 300 for s in seen) for seen in by_op.values()), statuses
+    assert all(any(400 <= s < 500 for s in seen) for seen in by_op.values()), statuses
