@@ -488,7 +488,7 @@ class Executor:
 # --------------------------------------------------------------------------- LocalProcessController
 
 
-def _probe(handle: ProcessHandle) -> Verification:
+def _probe(handle: ProcessHandle) -> Verification | Literal["reused"]:
     """The process-level part of verify (boot and status file aside): is the handle's group leader
     still running under the proven identity?"""
     try:
@@ -498,7 +498,7 @@ def _probe(handle: ProcessHandle) -> Verification:
     if st is None:
         return "exited"
     if st.start_time != handle.start_time:
-        return "exited"  # the pid was reused: ours is gone (never signal the new owner)
+        return "reused"  # the pid belongs to another process now: never signal the new owner
     if st.state in ("Z", "X", "x"):
         _reap(handle.pid)  # identity proven and a zombie: the pid cannot be reused until reaped
         return "exited"
@@ -518,9 +518,9 @@ class LocalProcessController:
 
     def verify(self, handle: ProcessHandle) -> Verification:
         """alive: identity proven (same boot, same start time, same group, not a zombie) and running.
-        exited: provably not our process running any more (other boot, status file written, gone,
-        zombie, or the pid now belongs to a process with another start time).
-        unverified: /proc cannot be read for the pid, or the start time matches but the group differs."""
+        exited: provably not our process running any more (other boot, status file written, gone, zombie).
+        unverified: the pid now belongs to a process with another start time (ours left no status, so
+        how it ended is unknown), /proc cannot be read for the pid, or the group differs."""
         try:
             if handle.boot_id != boot_id():
                 return "exited"
@@ -529,7 +529,8 @@ class LocalProcessController:
         _reap_finished()
         if os.path.exists(handle.status_path):
             return "exited"
-        return _probe(handle)
+        probe = _probe(handle)
+        return "unverified" if probe == "reused" else probe
 
     async def stop(self, handle: ProcessHandle) -> StopOutcome:
         """Verify, then TERM the group, wait up to grace_s for the group leader to exit (re-verifying
@@ -547,7 +548,7 @@ class LocalProcessController:
         deadline = loop.time() + self._grace_s
         while True:
             state = _probe(handle)
-            if state == "exited":
+            if state in ("exited", "reused"):  # gone while we waited (the pid may be reused already)
                 return "stopped"
             if state == "unverified":
                 return "unverified"
@@ -562,7 +563,7 @@ class LocalProcessController:
         deadline = loop.time() + _KILL_WAIT_S
         while True:
             state = _probe(handle)
-            if state == "exited":
+            if state in ("exited", "reused"):  # gone while we waited (the pid may be reused already)
                 return "stopped"
             if state == "unverified" or loop.time() >= deadline:
                 return "unverified"  # KILL sent but the leader's end was not observed
@@ -571,7 +572,7 @@ class LocalProcessController:
     def _signal(self, handle: ProcessHandle, signum: int) -> StopOutcome | None:
         """Signal the group right after re-proving the leader's identity; None when sent."""
         state = _probe(handle)
-        if state == "exited":
+        if state in ("exited", "reused"):  # never signal a pid that belongs to another process now
             return "already_exited"
         if state == "unverified":
             return "unverified"

@@ -513,12 +513,12 @@ async def test_status_file_means_exited_and_no_signal(victim: Victim, tmp_path: 
     assert running(proc.pid) and proc.poll() is None
 
 
-async def test_reused_pid_is_exited_and_never_signalled(victim: Victim, tmp_path: Path) -> None:
+async def test_reused_pid_is_unverified_and_never_signalled(victim: Victim, tmp_path: Path) -> None:
     proc = victim()
     handle = replace(handle_for(proc, tmp_path), start_time=handle_for(proc, tmp_path).start_time + 1)
     controller = LocalProcessController(grace_s=0.1)
-    assert controller.verify(handle) == "exited"
-    assert await controller.stop(handle) == "already_exited"
+    assert controller.verify(handle) == "unverified"
+    assert await controller.stop(handle) == "unverified"
     await asyncio.sleep(0.1)
     assert running(proc.pid) and proc.poll() is None
 

@@ -1,0 +1,276 @@
+"""WorkerIngressHttpsClient: the Worker's one HTTPS authority to the shell (ADR-0112 §2, ARCHITECTURE §7).
+Touches the network (one keep-alive socket per origin per credential fingerprint) and reads the
+credential files it is given on every call.
+
+- TLS 1.3 only, client certificate, the deployment CA as the only trust anchor.
+- Credentials are re-read from the provider for every call; the connection pool is keyed by the
+  SHA-256 of certificate + key + trust anchors, so a rotation opens a new socket and closes the old.
+- One socket (`limit=1`), keep-alive, no redirects, no compression (Accept-Encoding: identity, a
+  Content-Encoding is refused), JSON only, exact Content-Length within the response cap, and only
+  the allow-listed worker-ingress paths.
+- Every request is signed with ql3w; every response is parsed by its wire contract, and a lease
+  renewal must answer exactly expectedVersion + 1.
+Offer, activation, lease control, artifacts and completion share this one client.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TypeVar
+
+import aiohttp
+
+from qinglong.wire import (
+    LEASE_CONTROL_RESPONSES,
+    OFFER_RESPONSES,
+    ActivationRequest,
+    ActivationResponse,
+    ActivationStartFailureRequest,
+    ArtifactStored,
+    ArtifactUploadRequest,
+    CompletionRequest,
+    CompletionResponse,
+    ErrorMessage,
+    LeaseControlRequest,
+    LeaseControlResponse,
+    Message,
+    OfferPullRequest,
+    OfferResponse,
+    Variants,
+    WireError,
+    WorkerSessionAlive,
+    WorkerSessionHeartbeatRequest,
+    WorkerSessionOpened,
+    WorkerSessionOpenRequest,
+    check_lease_version,
+    ql3w,
+)
+
+R = TypeVar("R", bound=Message)
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+ALLOWED_PATHS: Final = re.compile(
+    rf"/api/v3/workers/{_UUID}/sessions(?:/{_UUID}/(?:heartbeat|offers:pull|lease-control"
+    rf"|offers/{_UUID}/(?:activation/(?:starting|running|start-failure)|artifacts|completion)))?"
+)
+MAX_RESPONSE: Final = 128 * 1024
+
+
+class ClientError(Exception):
+    """Base of everything the client raises."""
+
+
+class TransportError(ClientError):
+    """The call did not get an answer (connection, TLS, timeout). The control plane may or may not have acted."""
+
+
+class ProtocolError(ClientError):
+    """An answer outside the contract (status, headers, length, shape, version): fail closed."""
+
+
+class Refused(ClientError):
+    """The shell answered qinglong/error@v1 (e.g. 409 fenced.stale_version)."""
+
+    def __init__(self, status: int, code: str) -> None:
+        super().__init__(f"{status} {code}")
+        self.status, self.code = status, code
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Paths of the Worker's certificate, key and trust anchors, and the SHA-256 of their bytes."""
+
+    certificate: Path
+    key: Path
+    trust_anchors: Path
+    fingerprint: bytes
+
+
+class CredentialProvider(Protocol):
+    def load(self) -> Credentials: ...
+
+
+@dataclass(frozen=True)
+class FileCredentials:
+    """Credentials read from three files on every call (rotation = replace the files)."""
+
+    certificate: Path
+    key: Path
+    trust_anchors: Path
+
+    def load(self) -> Credentials:
+        digest = hashlib.sha256()
+        for path in (self.certificate, self.key, self.trust_anchors):
+            data = path.read_bytes()
+            digest.update(len(data).to_bytes(8, "big") + data)
+        return Credentials(self.certificate, self.key, self.trust_anchors, digest.digest())
+
+
+@dataclass(frozen=True)
+class Session:
+    """An open Worker session: its id, the generation it was opened under, and its signing key."""
+
+    session_id: str
+    generation: int
+    key: bytes
+    expires_at_ms: int
+
+
+def _client_context(creds: Credentials) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_verify_locations(cafile=creds.trust_anchors)
+    ctx.load_cert_chain(creds.certificate, creds.key)
+    return ctx
+
+
+class WorkerIngressHttpsClient:
+    """The one HTTPS client of a Worker. Nothing happens at construction; the first call connects."""
+
+    def __init__(
+        self,
+        origin: str,
+        worker_id: str,
+        credentials: CredentialProvider,
+        *,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not re.fullmatch(r"https://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?", origin):
+            raise ValueError("origin must be https://host[:port]")
+        self._origin = origin
+        self._worker_id = worker_id
+        self._credentials = credentials
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._clock = clock
+        self._fingerprint: bytes | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self.connections_opened = 0  # observable: one per credential fingerprint while the socket lives
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+            self._fingerprint = None
+
+    async def _session_for(self, creds: Credentials) -> aiohttp.ClientSession:
+        if self._http is not None and creds.fingerprint == self._fingerprint:
+            return self._http
+        old = self._http
+        trace = aiohttp.TraceConfig()
+
+        async def opened(*_: Any) -> None:
+            self.connections_opened += 1
+
+        trace.on_connection_create_end.append(opened)
+        connector = aiohttp.TCPConnector(ssl=_client_context(creds), limit=1, limit_per_host=1, keepalive_timeout=60)
+        self._http = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, auto_decompress=False, trace_configs=[trace]
+        )
+        self._fingerprint = creds.fingerprint
+        if old is not None:
+            await old.close()
+        return self._http
+
+    async def _call(self, path: str, body: Message, contract: Variants[R] | type[R], session: Session | None) -> R:
+        if not ALLOWED_PATHS.fullmatch(path):
+            raise ValueError(f"not a worker-ingress path: {path}")
+        raw = body.to_json()  # refuses a body over its contract's cap
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Accept-Encoding": "identity",
+        }
+        if session is not None:
+            headers["Authorization"] = ql3w.authorization(
+                session.key, worker_id=self._worker_id, session_id=session.session_id,
+                generation=session.generation, method="POST", path=path, body=raw, now=int(self._clock()),
+            )  # fmt: skip
+        try:
+            http = await self._session_for(self._credentials.load())
+            async with http.post(self._origin + path, data=raw, headers=headers, allow_redirects=False) as resp:
+                data = await _read_exact(resp)
+        except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
+            raise TransportError(type(exc).__name__) from None
+        if resp.status != 200:
+            raise _refusal(resp.status, data)
+        try:
+            result: R = contract.parse(data)
+        except WireError as exc:
+            raise ProtocolError(f"response outside its contract: {exc.code}") from None
+        return result
+
+    async def open_session(self, *, capacity: int, generation: int) -> Session:
+        body = WorkerSessionOpenRequest(capacity=capacity, worker_generation=generation)
+        opened = await self._call(f"/api/v3/workers/{self._worker_id}/sessions", body, WorkerSessionOpened, None)
+        key = base64.urlsafe_b64decode(opened.session_key + "=")
+        return Session(opened.session_id, opened.worker_generation, key, opened.expires_at_ms)
+
+    def _base(self, session: Session) -> str:
+        return f"/api/v3/workers/{self._worker_id}/sessions/{session.session_id}"
+
+    async def heartbeat(self, session: Session) -> WorkerSessionAlive:
+        body = WorkerSessionHeartbeatRequest(worker_generation=session.generation)
+        return await self._call(self._base(session) + "/heartbeat", body, WorkerSessionAlive, session)
+
+    async def pull(self, session: Session) -> OfferResponse:
+        return await self._call(self._base(session) + "/offers:pull", OfferPullRequest(), OFFER_RESPONSES, session)
+
+    async def activate(
+        self,
+        session: Session,
+        offer_id: str,
+        phase: Literal["starting", "running", "start-failure"],
+        body: ActivationRequest | ActivationStartFailureRequest,
+    ) -> ActivationResponse:
+        path = f"{self._base(session)}/offers/{offer_id}/activation/{phase}"
+        return await self._call(path, body, ActivationResponse, session)
+
+    async def lease_control(self, session: Session, body: LeaseControlRequest) -> LeaseControlResponse:
+        response = await self._call(self._base(session) + "/lease-control", body, LEASE_CONTROL_RESPONSES, session)
+        try:
+            return check_lease_version(response, expected_version=body.expected_version)
+        except WireError as exc:
+            raise ProtocolError(exc.code) from None
+
+    async def upload(self, session: Session, offer_id: str, body: ArtifactUploadRequest) -> ArtifactStored:
+        path = f"{self._base(session)}/offers/{offer_id}/artifacts"
+        return await self._call(path, body, ArtifactStored, session)
+
+    async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
+        path = f"{self._base(session)}/offers/{offer_id}/completion"
+        return await self._call(path, body, CompletionResponse, session)
+
+
+async def _read_exact(resp: aiohttp.ClientResponse) -> bytes:
+    """The body, only if it is identity-encoded JSON with an exact Content-Length within the cap."""
+    if resp.headers.get("Content-Encoding", "identity") != "identity":
+        raise ProtocolError("a compressed response was refused")
+    if resp.content_type != "application/json":
+        raise ProtocolError("the response is not application/json")
+    length = resp.content_length
+    if length is None or length > MAX_RESPONSE:
+        raise ProtocolError("the response has no Content-Length or exceeds the cap")
+    data = await resp.content.read(length + 1)
+    while len(data) <= length and not resp.content.at_eof():
+        more = await resp.content.read(length + 1 - len(data))
+        if not more:
+            break
+        data += more
+    if len(data) != length:
+        raise ProtocolError("the response length differs from its Content-Length")
+    return data
+
+
+def _refusal(status: int, data: bytes) -> ClientError:
+    try:
+        return Refused(status, ErrorMessage.parse(data).code)
+    except WireError:
+        return ProtocolError(f"HTTP {status} without a qinglong/error@v1 body")

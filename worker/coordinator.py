@@ -1,0 +1,159 @@
+"""WorkerRemoteExecutionControlCoordinator.reconcile(offer_id): keep one started Attempt honest
+(ADR-0118 §4). Touches the journal (compare-and-set), the control plane (through the one client)
+and the local process (through the identity-checked controller). No timers: the lifecycle calls it.
+
+In order, for one record, single-flight per offer:
+1. completion first: when the process has exited (or a completion is pending), upload the log and
+   complete with the receipts and the LATEST persisted Lease version; a transport failure here is
+   isolated and does not block step 3 while the process still runs;
+2. local Lease expired (CLOCK_BOOTTIME, measured from the instant the renewal was SENT, or another
+   boot) → stop the exact local process and never call the control plane:
+   lease_lost_local_execution_stopped, or ..._unverified when identity or signals cannot be proven;
+3. otherwise lease control with the full fence: renewed | stop_requested → persist the new version
+   and local expiry BEFORE acting; stop_requested → stop the process (its completion follows);
+   terminal or a fence → stop the exact local identity, then isolate as control_plane_terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Final
+
+from qinglong.wire import ArtifactUploadRequest, CompletionArtifact, CompletionRequest, LeaseControlRequest
+from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.inbox import Inbox
+from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
+from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boot_id, boottime_ns
+
+LOG_CAP: Final = 1024 * 1024
+SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
+
+
+class WorkerRemoteExecutionControlCoordinator:
+    def __init__(
+        self,
+        journal: Journal,
+        client: WorkerIngressHttpsClient,
+        executor: Executor,
+        controller: LocalProcessController,
+    ) -> None:
+        self._journal = journal
+        self._client = client
+        self._executor = executor
+        self._controller = controller
+        self._inflight: dict[str, asyncio.Task[Record | None]] = {}
+
+    async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
+        """Reconcile one record; concurrent calls for the same offer share one run."""
+        task = self._inflight.get(offer_id)
+        if task is None:
+            task = asyncio.ensure_future(self._reconcile(offer_id, session))
+            self._inflight[offer_id] = task
+            task.add_done_callback(lambda _: self._inflight.pop(offer_id, None))
+        return await asyncio.shield(task)
+
+    def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
+        return self._journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+
+    async def _reconcile(self, offer_id: str, session: Session | None) -> Record | None:
+        record = self._journal.get(offer_id)
+        if record is None or record.state in TERMINAL_STATES or record.state not in SUPERVISED:
+            return record
+        inbox = Inbox.from_data(record.data)
+        assert inbox.handle is not None
+        handle = ProcessHandle.from_dict(inbox.handle)
+        exit_status = self._executor.exit_status(handle)
+        if (exit_status is not None or record.state == "completion_pending") and session is not None:
+            record, done = await self._complete(record, inbox, handle, session)
+            if done:
+                return record
+            inbox = Inbox.from_data(record.data)
+        if self._lease_expired_locally(inbox):
+            outcome = await self._controller.stop(handle)
+            state: State = (
+                "lease_lost_local_execution_unverified"
+                if outcome == "unverified"
+                else "lease_lost_local_execution_stopped"
+            )
+            return self._save(record, state, inbox.replace(reason=f"local lease expired: {outcome}"))
+        if session is None:
+            return record  # no session: nothing can be renewed; the local expiry above still protects
+        return await self._lease_control(record, inbox, handle, session)
+
+    def _lease_expired_locally(self, inbox: Inbox) -> bool:
+        if inbox.lease_expires_boottime_ns is None:
+            return False  # not renewed yet: the offer's own expiry is the control plane's to judge
+        expired: bool = inbox.boot_id != boot_id() or boottime_ns() >= inbox.lease_expires_boottime_ns
+        return expired
+
+    async def _complete(
+        self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session
+    ) -> tuple[Record, bool]:
+        status = self._executor.exit_status(handle)
+        if record.state != "completion_pending":
+            exit_code = status.exit_code if status is not None else None
+            error = None if exit_code is not None else "process.killed"
+            record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
+            inbox = Inbox.from_data(record.data)
+        fence = inbox.fence(session.generation)
+        try:
+            if not inbox.receipts:
+                log = self._executor.read_log(handle, LOG_CAP)
+                body = ArtifactUploadRequest(
+                    **fence, kind="log", sha256=hashlib.sha256(log).hexdigest(), size=len(log), content=log
+                )
+                stored = await self._client.upload(session, inbox.offer_id, body)
+                record = self._save(record, "completion_pending", inbox.replace(receipts=(stored.receipt.to_obj(),)))
+                inbox = Inbox.from_data(record.data)
+            artifacts = tuple(
+                CompletionArtifact(artifact_id=r["artifactId"], sha256=r["sha256"], size=r["size"])
+                for r in inbox.receipts
+            )
+            done = await self._client.complete(
+                session,
+                inbox.offer_id,
+                CompletionRequest(
+                    **fence,
+                    lease_version=inbox.lease_version,
+                    exit_code=inbox.exit_code,
+                    error_code=inbox.error_code,
+                    artifacts=artifacts,
+                ),
+            )
+        except TransportError:
+            return record, False  # isolated: the lease path still runs
+        except Refused as refused:
+            return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code)), True
+        except ClientError as error:
+            return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}")), True
+        snapshot = done.snapshot.to_obj()
+        return self._save(record, "completed", inbox.replace(snapshot=snapshot, reason=done.status)), True
+
+    async def _lease_control(self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session) -> Record:
+        body = LeaseControlRequest(
+            **inbox.fence(session.generation), offer_id=inbox.offer_id, expected_version=inbox.lease_version
+        )
+        sent_at = boottime_ns()
+        try:
+            answer = await self._client.lease_control(session, body)
+        except TransportError:
+            return record  # the local expiry decides if the control plane stays unreachable
+        except Refused as refused:
+            await self._controller.stop(handle)
+            return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code))
+        except ClientError as error:
+            return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}"))
+        if answer.status == "terminal":
+            await self._controller.stop(handle)
+            return self._save(
+                record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
+            )
+        ttl_ns = (answer.expires_at_ms - answer.renewed_at_ms) * 1_000_000
+        renewed = inbox.replace(
+            lease_version=answer.lease_version, lease_expires_boottime_ns=sent_at + ttl_ns, boot_id=boot_id()
+        )
+        record = self._save(record, record.state, renewed)  # persist before acting (ADR-0118 §4.4)
+        if answer.status == "stop_requested":
+            await self._controller.stop(handle)
+        return record

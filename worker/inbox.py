@@ -1,0 +1,71 @@
+"""The typed view of one inbox journal record's data, shared by the Processor and the coordinator.
+Touches nothing: pure conversions between the journal's JSON object and Python values.
+
+The record holds the offer exactly as received (with its lease token: the journal file is 0600),
+the newest persisted Lease version and its conservative local expiry on CLOCK_BOOTTIME, the
+activation snapshot, the launch nonce and durable process handle, the artifact receipts and the
+reason a record was isolated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from qinglong.wire import OfferOffered
+
+
+@dataclass(frozen=True)
+class Inbox:
+    offer: OfferOffered
+    session_id: str
+    lease_version: int
+    lease_expires_boottime_ns: int | None = None  # None until the first renewal: the offer expiry rules
+    boot_id: str | None = None
+    snapshot: Mapping[str, Any] | None = None
+    launch_nonce: str | None = None
+    handle: Mapping[str, Any] | None = None
+    receipts: tuple[Mapping[str, Any], ...] = ()
+    exit_code: int | None = None
+    error_code: str | None = None
+    reason: str | None = None
+
+    @property
+    def offer_id(self) -> str:
+        return self.offer.offer.offer_id
+
+    @property
+    def deadline_at_ms(self) -> int | None:
+        return None if self.snapshot is None else self.snapshot.get("deadlineAtMs")
+
+    def fence(self, generation: int) -> dict[str, Any]:
+        """The Attempt fence fields every Attempt-scoped request carries (AttemptFence keyword arguments)."""
+        o = self.offer.offer
+        return {
+            "worker_generation": generation,
+            "project_id": o.project_id,
+            "run_id": o.run_id,
+            "attempt_id": o.attempt_id,
+            "lease_generation": o.lease_generation,
+            "lease_token": self.offer.lease_token,
+        }
+
+    def to_data(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["offer"] = self.offer.to_obj()
+        data["receipts"] = [dict(r) for r in self.receipts]
+        data["snapshot"] = None if self.snapshot is None else dict(self.snapshot)
+        data["handle"] = None if self.handle is None else dict(self.handle)
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Inbox:
+        values = dict(data)
+        values["offer"] = OfferOffered.from_obj(values["offer"])
+        values["receipts"] = tuple(values.get("receipts") or ())
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Inbox:
+        return dataclasses.replace(self, **changes)

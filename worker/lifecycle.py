@@ -1,0 +1,185 @@
+"""WorkerRemoteExecutionHeadlessLifecycle: the Worker's explicit, timer-free lifecycle (ADR-0112 §3,
+ADR-0118 §5). Touches the journal (ownership, paging), the control plane and local processes only
+through the Processor, the coordinator and the one client it is given.
+
+- Nothing at import or construction: no lock, socket, task or timer.
+- start(): take exclusive journal ownership, open a session, page the whole journal (≤ 64 a page)
+  through the Processor and coordinator BEFORE any pull; a `recovery_required` record, found or
+  produced, fails the lifecycle closed: it never pulls again.
+- tick(): heartbeat the session, supervise ≤ page_size records from a stable cursor, re-check the
+  abort signal, then pull ≤ 1 offer when capacity allows and no lease loss, control-plane terminal
+  or recovery fact appeared in this tick. Concurrent ticks coalesce into one.
+- stop(): mark stopping, abort an in-flight pull, await in-flight work, then release ownership.
+One outer cadence (the `run` command) calls tick(); the lifecycle owns no timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from qinglong.wire import OfferOffered
+from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
+from qinglong.worker.inbox import Inbox
+from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.process import Executor, LocalProcessController
+from qinglong.worker.processor import Processor
+
+STARTUP_PAGE: Final = 64
+CONTINUABLE: Final[frozenset[State]] = frozenset(
+    {"accepted", "starting_acknowledged", "launching", "started", "start_failed"}
+)
+ACTIVE: Final[frozenset[State]] = CONTINUABLE | {"running_acknowledged", "completion_pending"}
+STOP_FACTS: Final[frozenset[State]] = frozenset(
+    {"recovery_required", "control_plane_terminal", "lease_lost_local_execution_stopped",
+     "lease_lost_local_execution_unverified"}
+)  # fmt: skip
+
+
+class WorkerRemoteExecutionHeadlessLifecycle:
+    def __init__(
+        self,
+        *,
+        journal_path: Path,
+        client: WorkerIngressHttpsClient,
+        executor: Executor,
+        controller: LocalProcessController,
+        generation: int,
+        capacity: int,
+        page_size: int = 16,
+        open_journal: Callable[[Path], Journal] = Journal.open,
+    ) -> None:
+        if not 1 <= page_size <= 64:
+            raise ValueError("page_size is 1..64")
+        self._journal_path = journal_path
+        self._client = client
+        self._executor = executor
+        self._controller = controller
+        self._generation = generation
+        self._capacity = capacity
+        self._page_size = page_size
+        self._open_journal = open_journal
+        self._journal: Journal | None = None
+        self._session: Session | None = None
+        self._processor: Processor | None = None
+        self._coordinator: WorkerRemoteExecutionControlCoordinator | None = None
+        self._cursor: int | None = None
+        self._tick: asyncio.Task[None] | None = None
+        self._pull: asyncio.Task[object] | None = None
+        self._stopping = False
+        self.failed_closed = False
+        self.pulls = 0  # observable for tests and metrics
+        self.events: list[str] = []  # the order of lifecycle steps (start, supervise, pull, abort, wait, release)
+
+    @property
+    def started(self) -> bool:
+        return self._journal is not None
+
+    async def start(self) -> None:
+        if self._journal is not None:
+            return
+        self._journal = journal = self._open_journal(self._journal_path)
+        self.events.append("own")
+        self._processor = Processor(journal, self._client, self._executor)
+        self._coordinator = WorkerRemoteExecutionControlCoordinator(
+            journal, self._client, self._executor, self._controller
+        )
+        with contextlib.suppress(TransportError):
+            await self._ensure_session()
+        cursor: int | None = None
+        while True:  # the whole journal, page by page, before the first pull
+            page = journal.page(cursor, STARTUP_PAGE)
+            for record in page:
+                await self._supervise(record)
+            if len(page) < STARTUP_PAGE:
+                break
+            cursor = page[-1].seq
+        self.failed_closed = self.failed_closed or journal.count(states=["recovery_required"]) > 0
+        self.events.append("scanned")
+
+    async def _ensure_session(self) -> Session:
+        if self._session is None:
+            self._session = await self._client.open_session(capacity=self._capacity, generation=self._generation)
+        return self._session
+
+    async def _supervise(self, record: Record) -> Record | None:
+        assert self._processor is not None and self._coordinator is not None
+        if record.state in CONTINUABLE and self._session is not None:
+            record = await self._processor.process(record, self._session)
+        if record.state in SUPERVISED:
+            reconciled = await self._coordinator.reconcile(record.offer_id, self._session)
+            record = reconciled if reconciled is not None else record
+        if record.state == "recovery_required":
+            self.failed_closed = True
+        return record
+
+    async def tick(self) -> None:
+        """One bounded step of work; concurrent calls share the same step."""
+        if self._journal is None or self._stopping:
+            return
+        if self._tick is None or self._tick.done():
+            self._tick = asyncio.ensure_future(self._run_tick())
+        await asyncio.shield(self._tick)
+
+    async def _heartbeat(self) -> None:
+        try:
+            if self._session is None:
+                await self._ensure_session()
+            else:
+                await self._client.heartbeat(self._session)
+        except Refused:
+            self._session = None  # expired or replaced: open a new one next time
+            await self._ensure_session()
+
+    async def _run_tick(self) -> None:
+        journal = self._journal
+        assert journal is not None
+        try:
+            await self._heartbeat()
+        except ClientError:
+            self._session = None
+        stop_fact = False
+        page = journal.page(self._cursor, self._page_size)
+        for record in page:
+            after = await self._supervise(record)
+            if after is not None and after.state in STOP_FACTS and after.revision != record.revision:
+                stop_fact = True
+        self._cursor = page[-1].seq if len(page) == self._page_size else None
+        self.events.append("supervise")
+        if self._stopping or self.failed_closed or stop_fact or self._session is None:
+            return
+        if journal.count(states=ACTIVE) >= self._capacity:
+            return
+        self._pull = asyncio.ensure_future(self._client.pull(self._session))
+        try:
+            offered = await self._pull
+        except (asyncio.CancelledError, ClientError):
+            return
+        finally:
+            self._pull = None
+        self.pulls += 1
+        self.events.append("pull")
+        if isinstance(offered, OfferOffered) and not self._stopping:
+            inbox = Inbox(offer=offered, session_id=self._session.session_id, lease_version=offered.offer.lease_version)
+            record = journal.insert(offered.offer.offer_id, "accepted", inbox.to_data())
+            await self._supervise(record)
+
+    async def stop(self) -> None:
+        """Abort the in-flight pull, wait for in-flight work, then release journal ownership."""
+        self._stopping = True
+        if self._pull is not None and not self._pull.done():
+            self._pull.cancel()
+            self.events.append("abort")
+        if self._tick is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick
+        self.events.append("wait")
+        await self._client.close()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+            self.events.append("release")

@@ -1,0 +1,121 @@
+"""The Processor: drives one inbox record from `accepted` to a started, acknowledged process
+(ADR-0112 §3, ADR-0118 §3). Touches the journal (compare-and-set), the control plane (through the
+one client) and the local process table (through the Executor).
+
+accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snapshot has deadlineAtMs)
+→ persist `starting_acknowledged` → replay the starting ACK just before spawning → `launching`
+(with a launch nonce) → spawn the runner wrapper in its own process group → `started` (durable
+handle) → running ACK → `running_acknowledged`. A start that cannot happen is reported with the
+start-failure ACK. Every step is persisted before the next one acts, so a restart resumes here.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
+from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.inbox import Inbox
+from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.process import Executor, ExecutorRefused
+
+Phase = Literal["starting", "running", "start-failure"]
+
+
+class Processor:
+    def __init__(self, journal: Journal, client: WorkerIngressHttpsClient, executor: Executor) -> None:
+        self._journal = journal
+        self._client = client
+        self._executor = executor
+
+    async def process(self, record: Record, session: Session) -> Record:
+        """Advance one record as far as it can go now; return the record as persisted."""
+        for _ in range(6):  # each pass moves at most one state
+            advanced = await self._step(record, session)
+            if advanced is None:
+                return record
+            record = advanced
+        return record
+
+    def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
+        return self._journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+
+    async def _ack(self, session: Session, inbox: Inbox, phase: Phase) -> ActivationResponse:
+        fence = inbox.fence(session.generation)
+        if phase == "start-failure":
+            body: ActivationRequest | ActivationStartFailureRequest = ActivationStartFailureRequest(
+                **fence, error_code=inbox.error_code or "start.failed"
+            )
+        else:
+            body = ActivationRequest(**fence)
+        return await self._client.activate(session, inbox.offer_id, phase, body)
+
+    async def _step(self, record: Record, session: Session) -> Record | None:
+        inbox = Inbox.from_data(record.data)
+        try:
+            if record.state == "accepted":
+                return await self._starting(record, session, inbox)
+            if record.state == "starting_acknowledged":
+                return await self._launch(record, session, inbox)
+            if record.state == "launching":
+                return self._resume_launch(record, inbox)
+            if record.state == "started":
+                ack = await self._ack(session, inbox, "running")
+                if ack.status == "already_terminal":
+                    return None  # the coordinator stops the process and isolates the record
+                return self._save(record, "running_acknowledged", inbox.replace(snapshot=ack.snapshot.to_obj()))
+            if record.state == "start_failed":
+                ack = await self._ack(session, inbox, "start-failure")
+                return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj()))
+        except TransportError:
+            return None  # nothing is known to have happened: the next tick replays the same step
+        except Refused as refused:
+            if inbox.handle is not None:
+                return None  # a process exists: the coordinator stops it before anything is isolated
+            return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code))
+        except ClientError as error:
+            return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}"))
+        return None
+
+    async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record:
+        ack = await self._ack(session, inbox, "starting")
+        if ack.status == "already_terminal":
+            return self._save(record, "control_plane_terminal", inbox.replace(reason="already_terminal"))
+        if ack.status == "already_running":
+            return self._save(record, "recovery_required", inbox.replace(reason="running before this Worker spawned"))
+        inbox = inbox.replace(snapshot=ack.snapshot.to_obj())
+        has_timeout = inbox.offer.offer.plan.timeout_ms is not None
+        if has_timeout != (ack.snapshot.deadline_at_ms is not None):
+            return self._save(record, "start_failed", inbox.replace(error_code="deadline.one_sided"))
+        return self._save(record, "starting_acknowledged", inbox)
+
+    async def _launch(self, record: Record, session: Session, inbox: Inbox) -> Record:
+        ack = await self._ack(session, inbox, "starting")  # the replay just before spawn: the lease still holds
+        if ack.status != "already_starting":
+            state: State = "control_plane_terminal" if ack.status == "already_terminal" else "recovery_required"
+            return self._save(record, state, inbox.replace(reason=f"replay answered {ack.status}"))
+        record = self._save(record, "launching", inbox.replace(launch_nonce=secrets.token_hex(16)))
+        return await self._spawn(record, Inbox.from_data(record.data))
+
+    def _resume_launch(self, record: Record, inbox: Inbox) -> Record:
+        """A restart found `launching`: whether the spawn happened is unknown, so fail closed."""
+        return self._save(record, "recovery_required", inbox.replace(reason="restart during launch"))
+
+    async def _spawn(self, record: Record, inbox: Inbox) -> Record:
+        plan = inbox.offer.offer.plan
+        assert inbox.launch_nonce is not None
+        try:
+            handle = await self._executor.spawn(
+                offer_id=inbox.offer_id,
+                launch_nonce=inbox.launch_nonce,
+                argv=list(plan.argv),
+                env=dict(plan.env or {}),
+                timeout_ms=plan.timeout_ms,
+                deadline_at_ms=inbox.deadline_at_ms,
+            )
+        except ExecutorRefused as refused:
+            return self._save(record, "start_failed", inbox.replace(error_code=refused.code))
+        except OSError:
+            return self._save(record, "start_failed", inbox.replace(error_code="spawn.os_error"))
+        return self._save(record, "started", inbox.replace(handle=handle.to_dict()))
