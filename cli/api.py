@@ -1,0 +1,73 @@
+"""The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show a Run.
+It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
+Touches the network (one request per call) and reads the CA and token files it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import ssl
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ApiError(Exception):
+    """A refused call: the HTTP status and the stable error code of qinglong/error@v1."""
+
+    def __init__(self, status: int, code: str) -> None:
+        super().__init__(f"{status} {code}")
+        self.status, self.code = status, code
+
+
+class Unreachable(Exception):
+    """The shell could not be reached."""
+
+
+@dataclass(frozen=True)
+class UserApi:
+    base: str  # https://host:port
+    token: str
+    ca: Path
+
+    def _context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        return ctx
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)  # noqa: S310 - https only
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self._context(), timeout=10) as resp:  # noqa: S310
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                code = json.loads(exc.read()).get("code", "unknown")
+            except ValueError:
+                code = "unknown"
+            raise ApiError(exc.code, str(code)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Unreachable(str(getattr(exc, "reason", exc))) from None
+
+    def enqueue(self, project_id: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
+        body = {"schema": "qinglong/run-enqueue@v1", "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
+        return self.request("POST", f"/api/v3/projects/{project_id}/runs", body)[1]
+
+    def cancel(self, project_id: str, run_id: str, mutation_id: str | None = None) -> dict[str, Any]:
+        body = {"schema": "qinglong/run-cancellation@v1", "mutationId": mutation_id or uuid.uuid4().hex}
+        return self.request("POST", f"/api/v3/projects/{project_id}/runs/{run_id}/cancellation", body)[1]
+
+    def show(self, project_id: str, run_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v3/projects/{project_id}/runs/{run_id}")[1]
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
