@@ -7,6 +7,7 @@ Touches: a temporary folder under /tmp (the cluster), the cluster's databases. f
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -75,3 +76,18 @@ def database(cluster: Cluster, template_db: str) -> Iterator[Database]:
     finally:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute(f"drop database {name} with (force)")
+
+
+def processes_under(root: Path) -> list[int]:
+    """Processes whose working folder is inside `root` (a server's backends keep the data folder)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == str(root) or cwd.startswith(f"{root}/"):
+            found.append(int(entry.name))
+    return found

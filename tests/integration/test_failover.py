@@ -27,6 +27,7 @@ import psycopg
 import pytest
 
 from qinglong.devdb import Cluster
+from tests.conftest import processes_under
 
 pytestmark = [pytest.mark.db, pytest.mark.failover]
 
@@ -83,21 +84,6 @@ def new_root(prefix: str) -> Path:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
     return root
-
-
-def processes_under(root: Path) -> list[int]:
-    """Processes whose working folder is inside `root` (a server's backends keep the data folder)."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if cwd == str(root) or cwd.startswith(f"{root}/"):
-            found.append(int(entry.name))
-    return found
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ Touches: one throw-away cluster in a fresh 0755 folder under /tmp (pg_cron prelo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ import psycopg
 import pytest
 
 from qinglong.devdb import Cluster
+from tests.conftest import processes_under
 
 pytestmark = [pytest.mark.db, pytest.mark.cron]
 
@@ -53,21 +53,6 @@ def sqitch(*args: str) -> str:
 def log_tail(cluster: Cluster, lines: int = 40) -> str:
     text = cluster.log_file.read_text(encoding="utf-8", errors="replace")
     return "\n".join(text.splitlines()[-lines:])
-
-
-def processes_under(root: Path) -> list[int]:
-    """Processes whose working folder is inside `root` (a server's backends keep the data folder)."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if cwd == str(root) or cwd.startswith(f"{root}/"):
-            found.append(int(entry.name))
-    return found
 
 
 def cron_jobs(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
