@@ -195,6 +195,8 @@ def cmd_converge(args: argparse.Namespace) -> int:
         converge_once(_dsn(args), args.page_size, args.max_pages, args.grace_ms)
     except Unavailable as exc:
         raise Failure(f"database unreachable: {exc}", EXIT_UNAVAILABLE) from None
+    except ValueError as exc:
+        raise Failure(f"converge refused: {exc}") from None
     print("one convergence cycle done")
     return 0
 

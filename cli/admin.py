@@ -40,3 +40,5 @@ def converge_once(dsn: str, page_size: int, max_pages: int, grace_ms: int) -> No
             conn.execute("call ql_api.converge(%s, %s, %s)", (page_size, max_pages, grace_ms))
     except psycopg.OperationalError as exc:
         raise Unavailable(str(exc).strip().splitlines()[0] if str(exc).strip() else "unreachable") from None
+    except psycopg.Error as exc:
+        raise ValueError(str(exc).strip().splitlines()[0]) from None

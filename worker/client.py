@@ -67,7 +67,8 @@ class ClientError(Exception):
 
 
 class TransportError(ClientError):
-    """The call did not get an answer (connection, TLS, timeout). The control plane may or may not have acted."""
+    """No decision came back (connection, TLS, timeout, or a 5xx such as storage.unavailable): the
+    control plane may or may not have acted, and the same call may be replayed later."""
 
 
 class ProtocolError(ClientError):
@@ -75,11 +76,16 @@ class ProtocolError(ClientError):
 
 
 class Refused(ClientError):
-    """The shell answered qinglong/error@v1 (e.g. 409 fenced.stale_version)."""
+    """The control plane decided against this call: a 4xx qinglong/error@v1 (e.g. 409 fenced.stale_version)."""
 
     def __init__(self, status: int, code: str) -> None:
         super().__init__(f"{status} {code}")
         self.status, self.code = status, code
+
+
+class Unauthenticated(Refused):
+    """401, or a fence on the session itself (stale_session, session_expired): reopen the session and
+    replay; nothing was decided about the Run."""
 
 
 @dataclass(frozen=True)
@@ -270,7 +276,15 @@ async def _read_exact(resp: aiohttp.ClientResponse) -> bytes:
 
 
 def _refusal(status: int, data: bytes) -> ClientError:
+    """5xx: no decision (replayable); 401 or a session fence: reopen the session; other 4xx: a decision."""
     try:
-        return Refused(status, ErrorMessage.parse(data).code)
+        code = ErrorMessage.parse(data).code
     except WireError:
+        if status >= 500:
+            return TransportError(f"HTTP {status}")
         return ProtocolError(f"HTTP {status} without a qinglong/error@v1 body")
+    if status >= 500:
+        return TransportError(f"HTTP {status} {code}")
+    if status == 401 or code in ("fenced.stale_session", "fenced.session_expired"):
+        return Unauthenticated(status, code)
+    return Refused(status, code)

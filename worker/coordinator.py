@@ -21,7 +21,14 @@ import hashlib
 from typing import Final
 
 from qinglong.wire import ArtifactUploadRequest, CompletionArtifact, CompletionRequest, LeaseControlRequest
-from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.client import (
+    ClientError,
+    Refused,
+    Session,
+    TransportError,
+    Unauthenticated,
+    WorkerIngressHttpsClient,
+)
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boot_id, boottime_ns
@@ -121,7 +128,7 @@ class WorkerRemoteExecutionControlCoordinator:
                     artifacts=artifacts,
                 ),
             )
-        except TransportError:
+        except (TransportError, Unauthenticated):
             return record, False  # isolated: the lease path still runs
         except Refused as refused:
             return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code)), True
@@ -137,7 +144,7 @@ class WorkerRemoteExecutionControlCoordinator:
         sent_at = boottime_ns()
         try:
             answer = await self._client.lease_control(session, body)
-        except TransportError:
+        except (TransportError, Unauthenticated):
             return record  # the local expiry decides if the control plane stays unreachable
         except Refused as refused:
             await self._controller.stop(handle)

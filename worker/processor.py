@@ -15,7 +15,14 @@ import secrets
 from typing import Literal
 
 from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
-from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.client import (
+    ClientError,
+    Refused,
+    Session,
+    TransportError,
+    Unauthenticated,
+    WorkerIngressHttpsClient,
+)
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.process import Executor, ExecutorRefused
@@ -68,7 +75,7 @@ class Processor:
             if record.state == "start_failed":
                 ack = await self._ack(session, inbox, "start-failure")
                 return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj()))
-        except TransportError:
+        except (TransportError, Unauthenticated):
             return None  # nothing is known to have happened: the next tick replays the same step
         except Refused as refused:
             if inbox.handle is not None:

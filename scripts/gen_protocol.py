@@ -1,0 +1,819 @@
+"""Generate docs/protocol.md from the wire declarations, so the document cannot drift from the code.
+
+Everything in the document is read from `qinglong.wire` (schemas, byte caps, fields, bounds,
+patterns, error codes), from `qinglong.shell.routes.ROUTES` (method, path, ql_api function,
+audience, permission) and from `qinglong.shell.app` (the HTTP status of each error code). The
+examples are hand-written values, but each one is constructed through its message class and
+parsed back, so an example that breaks its contract stops the generator. Usage:
+
+    python scripts/gen_protocol.py           # write docs/protocol.md
+    python scripts/gen_protocol.py --check   # exit 1 when docs/protocol.md differs from the output
+
+The output is deterministic: fixed orders, no timestamps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import inspect
+import json
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from qinglong.shell import app as shell_app
+from qinglong.shell.routes import PHASES as PHASE_PATTERN
+from qinglong.shell.routes import ROUTES, Route
+from qinglong.wire import (
+    ALL_MESSAGES,
+    ERROR_CODES,
+    WIRE_CODES,
+    ActivationRequest,
+    ActivationResponse,
+    ActivationStartFailureRequest,
+    ArtifactReceipt,
+    ArtifactStored,
+    ArtifactUploadRequest,
+    CancellationAccepted,
+    CancellationAlreadyRequested,
+    CancellationAlreadyTerminal,
+    CancellationRequest,
+    CompletionArtifact,
+    CompletionRequest,
+    CompletionResponse,
+    EnqueueRequest,
+    ErrorMessage,
+    Executor,
+    LeaseControlRequest,
+    LeaseRenewed,
+    LeaseStopRequested,
+    LeaseTerminal,
+    Message,
+    Offer,
+    OfferEmpty,
+    OfferOffered,
+    OfferPullRequest,
+    Plan,
+    Record,
+    RunAlreadyEnqueued,
+    RunEnqueued,
+    RunProjection,
+    RunTimeline,
+    Snapshot,
+    TimelineEvent,
+    Variants,
+    WorkerSessionAlive,
+    WorkerSessionHeartbeatRequest,
+    WorkerSessionOpened,
+    WorkerSessionOpenRequest,
+    activation,
+    cancellation,
+    completion,
+    enqueue,
+    errors,
+    lease_control,
+    offer,
+    ql3w,
+    session,
+    timeline,
+)
+from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
+from qinglong.wire.errors import FENCE_REASONS, INVALID_REASONS
+from qinglong.wire.fields import (
+    Base64Bytes,
+    Bool,
+    Enum,
+    Field,
+    Int,
+    List,
+    Map,
+    Nested,
+    Null,
+    Spec,
+    Str,
+    Token,
+    Uuid,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "docs" / "protocol.md"
+PHASES = ("starting", "running", "start-failure")
+
+
+# -- the message families, in the order a Run meets them ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    title: str
+    module: ModuleType
+    schema: str
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("Worker sessions", session, session.SESSION_SCHEMA),
+    Family("Offers", offer, offer.OFFER_SCHEMA),
+    Family("Activation", activation, activation.ACTIVATION_SCHEMA),
+    Family("Lease control", lease_control, lease_control.LEASE_CONTROL_SCHEMA),
+    Family("Completion and artifact upload", completion, completion.COMPLETION_SCHEMA),
+    Family("User cancellation", cancellation, cancellation.CANCELLATION_SCHEMA),
+    Family("Enqueue", enqueue, enqueue.ENQUEUE_SCHEMA),
+    Family("Run timeline", timeline, timeline.TIMELINE_SCHEMA),
+    Family("Errors", errors, errors.ERROR_SCHEMA),
+)
+
+AUDIENCES = {
+    "worker-open": "Worker: mutual TLS only (the client certificate names the Worker)",
+    "worker": "Worker: mutual TLS and a `ql3w` signature",
+    "user": "user or agent: `Authorization: Bearer <token>`",
+}
+
+
+# -- example values: obviously fake, but valid -------------------------------------------------
+
+WORKER = "a0000000-0000-4000-8000-000000000001"
+SESSION = "b0000000-0000-4000-8000-000000000002"
+OLD_SESSION = "b0000000-0000-4000-8000-000000000001"
+PROJECT = "c0000000-0000-4000-8000-000000000003"
+TASK = "d0000000-0000-4000-8000-000000000004"
+REVISION = "d0000000-0000-4000-8000-000000000005"
+RUN = "e0000000-0000-4000-8000-000000000006"
+ATTEMPT = "e0000000-0000-4000-8000-000000000007"
+OFFER = "f0000000-0000-4000-8000-000000000008"
+ARTIFACT = "f0000000-0000-4000-8000-000000000009"
+# Fake secrets, 43 characters each: valid as 32 bytes of base64url, and obviously not real.
+LEASE_TOKEN = "FAKE-lease-token-for-the-docs-only-0000000A"  # noqa: S105
+SESSION_KEY = "FAKE-session-key-for-the-docs-only-0000000A"
+REQUEST_ID = "0123456789abcdef0123456789abcdef"
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, in ms
+LOG = b"hello from a Qinglong task\n"
+LOG_SHA256 = hashlib.sha256(LOG).hexdigest()
+
+
+def _fence() -> dict[str, Any]:
+    return {
+        "worker_generation": 1,
+        "project_id": PROJECT,
+        "run_id": RUN,
+        "attempt_id": ATTEMPT,
+        "lease_generation": 1,
+        "lease_token": LEASE_TOKEN,
+    }
+
+
+def _snapshot(run_status: str, attempt_status: str, **changes: Any) -> Snapshot:
+    values: dict[str, Any] = {
+        "project_id": PROJECT,
+        "run_id": RUN,
+        "attempt_id": ATTEMPT,
+        "offer_id": OFFER,
+        "attempt_no": 1,
+        "run_status": run_status,
+        "attempt_status": attempt_status,
+        "attempt_version": 2,
+        "lease_generation": 1,
+        "lease_version": 1,
+        "lease_expires_at_ms": T0 + 30_000,
+        "callback_sequence": 1,
+        "deadline_at_ms": T0 + 60_000,
+        "started_at_ms": T0 + 5,
+        "running_at_ms": None,
+        "ended_at_ms": None,
+        "exit_code": None,
+        "error_code": None,
+        "executor": Executor(kind="process", version=1),
+        "artifacts": (),
+    }
+    values.update(changes)
+    return Snapshot(**values)
+
+
+def examples() -> dict[type[Message], Message]:
+    """One valid instance of every message (constructing it checks every field)."""
+    receipt = ArtifactReceipt(artifact_id=ARTIFACT, kind="log", sha256=LOG_SHA256, size=len(LOG))
+    plan = Plan(
+        argv=("sh", "-c", "echo hello from a Qinglong task"),
+        env={"LANG": "C.UTF-8"},
+        timeout_ms=60_000,
+        max_attempts=3,
+        retry_backoff_ms=10_000,
+        pool="default",
+    )
+    done = {
+        "attempt_version": 4,
+        "lease_version": 3,
+        "lease_expires_at_ms": T0 + 40_000,
+        "callback_sequence": 3,
+        "running_at_ms": T0 + 40,
+        "ended_at_ms": T0 + 12_000,
+        "exit_code": 0,
+        "artifacts": (receipt,),
+    }
+    found: list[Message] = [
+        WorkerSessionOpenRequest(capacity=2, worker_generation=1),
+        WorkerSessionOpened(
+            session_id=SESSION,
+            worker_generation=1,
+            capacity=2,
+            opened_at_ms=T0,
+            expires_at_ms=T0 + 120_000,
+            replaced_session_id=OLD_SESSION,
+            session_key=SESSION_KEY,
+        ),
+        WorkerSessionHeartbeatRequest(worker_generation=1),
+        WorkerSessionAlive(session_id=SESSION, expires_at_ms=T0 + 150_000),
+        OfferPullRequest(),
+        OfferOffered(
+            offer=Offer(
+                offer_id=OFFER,
+                project_id=PROJECT,
+                run_id=RUN,
+                attempt_id=ATTEMPT,
+                attempt_no=1,
+                lease_generation=1,
+                lease_version=1,
+                lease_expires_at_ms=T0 + 30_000,
+                offer_expires_at_ms=T0 + 30_000,
+                plan=plan,
+            ),
+            lease_token=LEASE_TOKEN,
+        ),
+        OfferEmpty(reason="no_work"),
+        ActivationRequest(**_fence()),
+        ActivationStartFailureRequest(**_fence(), error_code="spawn.os_error"),
+        ActivationResponse(status="applied", snapshot=_snapshot("running", "starting")),
+        LeaseControlRequest(**_fence(), offer_id=OFFER, expected_version=1),
+        LeaseRenewed(lease_version=2, renewed_at_ms=T0 + 10_000, expires_at_ms=T0 + 40_000, deadline_at_ms=T0 + 60_000),
+        LeaseStopRequested(
+            lease_version=3,
+            renewed_at_ms=T0 + 20_000,
+            expires_at_ms=T0 + 50_000,
+            deadline_at_ms=T0 + 60_000,
+            stop_reason="user",
+            cancel_requested_at_ms=T0 + 15_000,
+        ),
+        LeaseTerminal(
+            run_status="succeeded", attempt_status="succeeded", exit_code=0, error_code=None, ended_at_ms=T0 + 12_000
+        ),
+        CompletionRequest(
+            **_fence(),
+            lease_version=3,
+            exit_code=0,
+            error_code=None,
+            artifacts=(CompletionArtifact(artifact_id=ARTIFACT, sha256=LOG_SHA256, size=len(LOG)),),
+        ),
+        CompletionResponse(
+            status="completed",
+            run_status="succeeded",
+            attempt_status="succeeded",
+            snapshot=_snapshot("succeeded", "succeeded", **done),
+        ),
+        ArtifactUploadRequest(**_fence(), kind="log", sha256=LOG_SHA256, size=len(LOG), content=LOG),
+        ArtifactStored(receipt=receipt),
+        CancellationRequest(mutation_id="cancel-2026-01-01-0001"),
+        CancellationAccepted(run_id=RUN, run_status="running", cancel_requested_at_ms=T0 + 15_000, reason="user"),
+        CancellationAlreadyRequested(
+            run_id=RUN, run_status="running", cancel_requested_at_ms=T0 + 15_000, reason="timeout"
+        ),
+        CancellationAlreadyTerminal(run_id=RUN, run_status="succeeded", cancel_requested_at_ms=None, reason=None),
+        EnqueueRequest(mutation_id="enqueue-2026-01-01-0001", task_id=TASK),
+        RunEnqueued(run_id=RUN, task_revision_id=REVISION, queued_at_ms=T0),
+        RunAlreadyEnqueued(run_id=RUN, task_revision_id=REVISION, queued_at_ms=T0),
+        RunTimeline(
+            run=RunProjection(
+                run_id=RUN,
+                project_id=PROJECT,
+                task_id=TASK,
+                task_revision_id=REVISION,
+                status="succeeded",
+                version=7,
+                event_sequence=6,
+                attempt_count=1,
+                cancel_requested_at_ms=None,
+                cancel_reason=None,
+                created_at_ms=T0,
+                ended_at_ms=T0 + 12_000,
+            ),
+            events=(
+                TimelineEvent(
+                    sequence=1,
+                    type="run.queued",
+                    actor_kind="user",
+                    attempt_id=None,
+                    occurred_at_ms=T0,
+                    payload='{"mutationId":"enqueue-2026-01-01-0001","taskId":"' + TASK + '"}',
+                ),
+                TimelineEvent(
+                    sequence=2,
+                    type="attempt.claimed",
+                    actor_kind="worker",
+                    attempt_id=ATTEMPT,
+                    occurred_at_ms=T0 + 1,
+                    payload='{"attemptNo":1,"offerExpiresAtMs":' + str(T0 + 30_000) + "}",
+                ),
+            ),
+            truncated=False,
+        ),
+        ErrorMessage(code="fenced.stale_version", message="stale_version", request_id=REQUEST_ID),
+    ]
+    by_class: dict[type[Message], Message] = {}
+    for message in found:
+        again = type(message).parse(message.to_json())  # the receiver's parser accepts it, unchanged
+        if again != message:
+            raise SystemExit(f"example of {type(message).__name__} does not survive a parse")
+        by_class[type(message)] = message
+    missing = [cls.__name__ for cls in ALL_MESSAGES if cls not in by_class]
+    if missing:
+        raise SystemExit(f"scripts/gen_protocol.py has no example for: {', '.join(missing)}")
+    return by_class
+
+
+# -- describing declared fields ------------------------------------------------------------------
+
+
+def number(n: int) -> str:
+    named = {MAX_SAFE_INTEGER: "2^53-1", MAX_SAFE_INTEGER - 1: "2^53-2", 2**31 - 1: "2^31-1"}
+    return named.get(n, str(n))
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def code(text: str) -> str:
+    return f"`{text}`"
+
+
+def describe(spec: Spec) -> tuple[str, str]:
+    """(JSON type, bounds/pattern) of one declared value spec."""
+    if isinstance(spec, Int):
+        return "integer", f"{number(spec.lo)}..{number(spec.hi)}"
+    if isinstance(spec, Uuid):
+        return "string (uuid)", "canonical lower-case 8-4-4-4-12"
+    if isinstance(spec, Token):
+        return "string (secret)", "32 bytes as base64url without padding (43 characters)"
+    if isinstance(spec, Enum):
+        if len(spec.values) == 1:
+            return "string", f"always {code(spec.values[0])}"
+        return "string (enum)", "one of " + ", ".join(code(v) for v in spec.values)
+    if isinstance(spec, Bool):
+        return "boolean", ""
+    if isinstance(spec, Null):
+        return "null", "always null"
+    if isinstance(spec, Base64Bytes):
+        return "string (base64)", f"padded standard base64 of 0..{spec.max_bytes} bytes"
+    if isinstance(spec, Str):
+        rule = f"{spec.min_len}..{spec.max_len} characters"
+        return "string", rule + (f", pattern {code(spec.pattern)}" if spec.pattern else "")
+    if isinstance(spec, Nested):
+        name = spec.record.__name__
+        return "object", f"[{name}](#{name.lower()})"
+    if isinstance(spec, List):
+        item_type, item_rule = describe(spec.item)
+        item = item_rule if isinstance(spec.item, Nested) else f"{item_type}, {item_rule}".rstrip(", ")
+        return "array", f"{spec.min_items}..{spec.max_items} items, each {item}"
+    if isinstance(spec, Map):
+        _key_type, key_rule = describe(spec.key)
+        value_type, value_rule = describe(spec.value)
+        return "object (map)", f"0..{spec.max_items} entries; keys: {key_rule}; values: {value_type}, {value_rule}"
+    raise TypeError(f"no description for {spec!r}")
+
+
+def presence(f: Field) -> str:
+    if f.nullable:
+        return "required, may be null"
+    if f.optional:
+        return "optional (absent or a value, never null)"
+    return "required"
+
+
+def notes(f: Field) -> str:
+    out = []
+    if f.secret:
+        out.append("secret: never logged")
+    if f.from_shell:
+        out.append("added by the shell, not the database")
+    return "; ".join(out)
+
+
+def field_table(cls: type[Record]) -> list[str]:
+    rows = ["| JSON name | type | bounds / pattern | presence | notes |", "| --- | --- | --- | --- | --- |"]
+    if issubclass(cls, Message):
+        rows.append(f"| `schema` | string | always {code(cls.SCHEMA)} | required | |")
+    for f in cls.FIELDS:
+        kind, rule = describe(f.spec)
+        rows.append(f"| {code(f.name)} | {kind} | {cell(rule)} | {presence(f)} | {notes(f)} |")
+    for group in cls.REQUIRE_ANY:
+        names = ", ".join(code(f.name) for f in cls.FIELDS if f.attr in group)
+        rows.append("")
+        rows.append(f"At least one of {names} must not be null.")
+    return rows
+
+
+def nested_records(messages: Sequence[type[Message]]) -> list[type[Record]]:
+    """Every Record reachable from the messages, in order of first appearance."""
+    seen: list[type[Record]] = []
+
+    def walk(spec: Spec) -> Iterator[type[Record]]:
+        if isinstance(spec, Nested):
+            yield spec.record
+            for f in spec.record.FIELDS:
+                yield from walk(f.spec)
+        elif isinstance(spec, List):
+            yield from walk(spec.item)
+        elif isinstance(spec, Map):
+            yield from walk(spec.value)
+
+    for cls in messages:
+        for f in cls.FIELDS:
+            for record in walk(f.spec):
+                if record not in seen:
+                    seen.append(record)
+    return seen
+
+
+def doc(obj: object) -> str:
+    return inspect.cleandoc(obj.__doc__ or "")
+
+
+def module_text(module: ModuleType) -> str:
+    """The module docstring without its title line."""
+    lines = doc(module).splitlines()
+    return "\n".join(lines[1:]).strip()
+
+
+def cap_text(cap: int) -> str:
+    return f"{cap} bytes ({cap // KIB} KiB)" if cap % KIB == 0 else f"{cap} bytes"
+
+
+def example_json(message: Message) -> list[str]:
+    text = json.dumps(message.to_obj(), indent=2, sort_keys=True, ensure_ascii=False)
+    return ["```json", text, "```"]
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+def path_of(route: Route) -> str:
+    """The route's path as a client writes it: `{phase}` stands for starting, running or start-failure."""
+    return route.path.replace(PHASE_PATTERN, "{phase}")
+
+
+def requests_of(route: Route) -> list[type[Message]]:
+    if route.request is None:
+        return []
+    found = {route.request({"phase": phase}) for phase in PHASES}
+    return sorted(found, key=lambda cls: cls.__name__)
+
+
+def responses_of(route: Route) -> list[type[Message]]:
+    if isinstance(route.response, Variants):
+        return list(route.response.by_status.values())
+    return [route.response]
+
+
+def family_of(cls: type[Message]) -> Family:
+    for family in FAMILIES:
+        if cls.__module__ == family.module.__name__:
+            return family
+    raise SystemExit(f"{cls.__name__} belongs to no family of scripts/gen_protocol.py")
+
+
+def route_family(route: Route) -> Family:
+    return family_of((requests_of(route) or responses_of(route))[0])
+
+
+def success_status(route: Route, cls: type[Message]) -> str:
+    status = cls.field("status").spec if any(f.name == "status" for f in cls.FIELDS) else None
+    values = status.values if isinstance(status, Enum) else ()
+    if any(v in route.accepted for v in values):
+        return "202"
+    return "200"
+
+
+def route_table(routes: Sequence[Route]) -> list[str]:
+    rows = [
+        "| method | path | ql_api function | audience | permission | request | responses |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for route in routes:
+        request = ", ".join(f"[{c.__name__}](#{c.__name__.lower()})" for c in requests_of(route)) or "no body"
+        responses = ", ".join(
+            f"{success_status(route, c)} [{c.__name__}](#{c.__name__.lower()})" for c in responses_of(route)
+        )
+        rows.append(
+            f"| {route.method} | {code(path_of(route))} | `ql_api.{route.function}` | {route.audience} "
+            f"| {code(route.permission) if route.permission else ''} | {request} | {responses} |"
+        )
+    return rows
+
+
+def directions(cls: type[Message]) -> str:
+    sent: list[str] = []
+    for route in ROUTES:
+        where = f"`{route.method} {path_of(route)}`"
+        if cls in requests_of(route):
+            sent.append(f"request body of {where}")
+        if cls in responses_of(route):
+            sent.append(f"response ({success_status(route, cls)}) of {where}")
+    if cls is ErrorMessage:
+        sent.append("the body of every non-2xx answer of every route")
+    return "; ".join(sent) or "not used by any route"
+
+
+# -- error codes and their HTTP status, read from shell/app.py ----------------------------------
+
+NOT_SENT_BY_THE_SHELL = {
+    "auth.unknown_session": "reserved; the shell does not send it today (a bad session fails the signature)",
+    "request.malformed": "reserved; the shell does not send it today (malformed bodies get a wire.* code)",
+    "wire.version_mismatch": "never on the wire: the Worker's own check that a renewal answers expectedVersion + 1",
+}
+FENCE_MEANINGS = {
+    "worker_disabled": "the Worker is disabled, or was re-enrolled after this session opened",
+    "certificate_mismatch": "the client certificate is not the one enrolled for this Worker",
+    "stale_session": "the session is not this Worker's live session (replaced, closed or unknown)",
+    "session_expired": "the session outlived its expiry without a heartbeat",
+    "stale_generation": "the Worker was re-enrolled: this generation is fenced",
+    "identity_mismatch": "the Project, Run or Attempt does not belong to this Offer",
+    "stale_lease_generation": "the Lease generation is not the current one",
+    "token_mismatch": "the lease token is not the one issued with this Offer",
+    "lease_expired": "the Lease expired (database time)",
+    "state_drift": "the Attempt is not in a state this call can act on",
+    "stale_version": "the Lease version is not the current one (a lost or duplicated renewal)",
+    "completion_conflict": "the Attempt already ended with a different completion",
+    "artifact_mismatch": "the completion's receipts do not match the stored artifacts",
+    "artifact_conflict": "an artifact of this kind is stored with another sha256 or size",
+    "subject_disabled": "the bearer token's subject is disabled",
+    "project_archived": "the Project is archived",
+    "project_changed": "the Project's policy changed after admission (retry)",
+    "binding_revoked": "the subject's role binding was revoked",
+    "binding_changed": "the subject's role binding changed after admission (retry)",
+    "role_insufficient": "the subject's role does not allow this",
+    "approval_required": "an agent asked for `run.stop`",
+    "mutation_conflict": "the mutationId was used before for a different command",
+}
+INVALID_MEANINGS = {
+    "size": "the declared size does not match the content",
+    "too_large": "the artifact is larger than the database's artifact_max_bytes",
+    "sha256_mismatch": "the declared sha256 does not match the content",
+}
+
+
+def http_statuses() -> dict[str, tuple[int, str]]:
+    """code → (HTTP status, how the shell reaches it), from shell/app.py's constants and source."""
+    source = inspect.getsource(shell_app)
+    found: dict[str, tuple[int, str]] = {}
+    for status, name in re.findall(r'(?:Refusal|_error)\((\d{3}), "([a-z0-9_.]+)"', source):
+        found.setdefault(name, (int(status), "the shell's pipeline"))
+    wire_rule = re.search(r'(\d{3}) if exc\.code == "wire\.too_large" else (\d{3})', source)
+    if wire_rule is None:
+        raise SystemExit("shell/app.py no longer maps wire.* codes as scripts/gen_protocol.py expects")
+    for name in WIRE_CODES:
+        if name not in NOT_SENT_BY_THE_SHELL:
+            status = int(wire_rule[1] if name == "wire.too_large" else wire_rule[2])
+            found.setdefault(name, (status, "the request body breaks its wire contract"))
+    for name in (ql3w.BAD_HEADER, ql3w.EXPIRED):
+        found.setdefault(name, (401, "the `ql3w` header is malformed, expired or does not verify"))
+    outcome = shell_app.OUTCOME_HTTP
+    for reason in FENCE_REASONS:
+        if reason != "approval_required":
+            found.setdefault(f"fenced.{reason}", (outcome["fenced"], FENCE_MEANINGS[reason]))
+    for reason in INVALID_REASONS:
+        meaning = INVALID_MEANINGS.get(
+            reason, f"the database refused the input `{reason}` (the wire parser refuses most first)"
+        )
+        found.setdefault(f"invalid.{reason}", (outcome["invalid"], meaning))
+    found["not_found"] = (outcome["not_found"], "missing, or another Project's or another Worker's object")
+    for admission_status in sorted(set(shell_app.ADMISSION_HTTP.values())):
+        name = {401: "auth.unauthenticated", 404: "not_found"}[admission_status]
+        found.setdefault(name, (admission_status, "admission refused the bearer token"))
+    found.setdefault("denied", (403, "admission or policy denied the request"))
+    for name, (status, _how) in list(found.items()):
+        if name not in ERROR_CODES:
+            raise SystemExit(f"shell/app.py sends {name} ({status}), which is not in qinglong.wire.ERROR_CODES")
+    unmapped = [c for c in ERROR_CODES if c not in found and c not in NOT_SENT_BY_THE_SHELL]
+    if unmapped:
+        raise SystemExit(f"scripts/gen_protocol.py cannot tell the HTTP status of: {', '.join(unmapped)}")
+    if set(FENCE_MEANINGS) != set(FENCE_REASONS):
+        raise SystemExit("FENCE_MEANINGS in scripts/gen_protocol.py must name exactly wire.errors.FENCE_REASONS")
+    return found
+
+
+WIRE_MEANINGS = {
+    "wire.too_large": "the body is over the message's byte cap",
+    "wire.invalid_utf8": "the body is not UTF-8 (or escapes a lone surrogate)",
+    "wire.invalid_json": "the body is not one JSON value (NaN and Infinity included)",
+    "wire.too_deep": f"nesting deeper than {MAX_DEPTH}",
+    "wire.duplicate_key": "an object repeats a key",
+    "wire.not_object": "the top level is not an object",
+    "wire.unknown_field": "a field the message does not declare",
+    "wire.missing_field": "a required field is absent",
+    "wire.bad_type": "a value of the wrong JSON type (or null where not allowed)",
+    "wire.out_of_range": "an integer outside its bounds",
+    "wire.bad_uuid": "a path id or a body field is not a canonical lower-case uuid",
+    "wire.control_character": "a control character or U+2028/U+2029 in a string or key",
+    "wire.bad_schema": "`schema` is not this route's message family",
+    "wire.bad_enum": "a value outside its enum",
+    "wire.too_long": "a string, array or map over its maximum",
+    "wire.too_short": "a string or array under its minimum",
+    "wire.bad_pattern": "a string that does not match its pattern",
+    "wire.bad_base64": "a token or content that is not canonical base64",
+}
+MEANINGS = {
+    **WIRE_MEANINGS,
+    "auth.unauthenticated": "no bearer token, an unknown one, or its subject is disabled",
+    "auth.certificate_mismatch": "no verified client certificate, or it names another Worker than the path",
+    "auth.bad_signature": "the `ql3w` header is malformed, names another Worker or session, or does not verify",
+    "auth.expired_timestamp": f"the `ql3w` timestamp is more than {ql3w.SKEW_SECONDS} s from the shell's clock",
+    "request.too_large": "the body is over the route's byte cap (refused before it is buffered)",
+    "request.unsupported_media_type": "the body is not `application/json`",
+    "fenced.stale_generation": FENCE_MEANINGS["stale_generation"] + " (or the body names another generation)",
+    "approval_required": "an agent asked for `run.stop`: a human must do it",
+    "denied": "admission denied: the subject's role does not allow this, or the Project is archived",
+    "storage.unavailable": "the database cannot be reached",
+    "internal.bad_projection": "the database answered outside the response contract (never forwarded)",
+    "internal.error": "a bug in the shell (logged with its type only)",
+}
+
+
+def error_table() -> list[str]:
+    statuses = http_statuses()
+    rows = ["| code | HTTP | when |", "| --- | --- | --- |"]
+    for name in ERROR_CODES:
+        if name in NOT_SENT_BY_THE_SHELL:
+            rows.append(f"| {code(name)} | — | {NOT_SENT_BY_THE_SHELL[name]} |")
+            continue
+        status, how = statuses[name]
+        rows.append(f"| {code(name)} | {status} | {cell(MEANINGS.get(name, how))} |")
+    return rows
+
+
+# -- ql3w ----------------------------------------------------------------------------------------
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def ql3w_section(heartbeat: Message) -> list[str]:
+    path = f"/api/v3/workers/{WORKER}/sessions/{SESSION}/heartbeat"
+    body = heartbeat.to_json()
+    ts = T0 // 1000
+    key = b64url_decode(SESSION_KEY)
+    header = ql3w.authorization(
+        key, worker_id=WORKER, session_id=SESSION, generation=1, method="POST", path=path, body=body, now=ts
+    )
+    canonical = ql3w.canonical_request("POST", path, body, ts).decode()
+    ql3w.parse(header)  # the shell's parser accepts the header
+    return [
+        "## Signing worker requests: `ql3w`",
+        "",
+        "A session is opened with the client certificate alone. Every later Worker request carries:",
+        "",
+        "```",
+        "Authorization: ql3w worker=<uuid>, session=<uuid>, gen=<int>, ts=<unix seconds>, sig=<base64url>",
+        'sig         = HMAC-SHA256(session_key, "ql3w\\n" + METHOD + "\\n" + path + "\\n"'
+        ' + sha256hex(body) + "\\n" + ts)',
+        'session_key = HMAC-SHA256(cluster_secret, "ql3w-session\\n" + session + "\\n" + worker + "\\n" + gen)',
+        "```",
+        "",
+        "- `worker` and `session` must equal the `{workerId}` and `{sessionId}` of the path, and the client",
+        "  certificate's SAN URI `urn:qinglong:worker:<uuid>` must name the same Worker.",
+        "- `gen` is the Worker generation the session was opened under; a body that names another",
+        "  `workerGeneration` is refused with `fenced.stale_generation`.",
+        "- `path` is the request path exactly as sent (no query string, no origin); `sha256hex(body)` is the",
+        "  lower-case hex SHA-256 of the exact body bytes sent; `sig` is base64url without padding (43 characters).",
+        f"- `ts` must be within ±{ql3w.SKEW_SECONDS} s of the shell's clock (`auth.expired_timestamp` otherwise).",
+        "- The Worker receives `sessionKey` (base64url) in the session-open answer and signs with its 32",
+        "  decoded bytes. The shell derives the key from the cluster secret, so any shell replica verifies",
+        "  a request without shared state, and the database never holds the key.",
+        "",
+        "Test vector (fake key, the heartbeat example below):",
+        "",
+        "```",
+        f"session key (base64url): {SESSION_KEY}",
+        f"POST {path}",
+        f"body: {body.decode()}",
+        "canonical request (\\n shown as line breaks):",
+        *canonical.split("\n"),
+        f"Authorization: {header}",
+        "```",
+    ]
+
+
+# -- the document --------------------------------------------------------------------------------
+
+
+def render() -> str:
+    samples = examples()
+    records = nested_records(ALL_MESSAGES)
+    out: list[str] = [
+        "# Qinglong wire protocol",
+        "",
+        "<!-- GENERATED by scripts/gen_protocol.py from qinglong.wire, qinglong.shell.routes and",
+        "     qinglong.shell.app. Do not edit: run `python scripts/gen_protocol.py`. A unit test fails on drift. -->",
+        "",
+        "Every body on the worker ingress and the user API is one JSON object with a `schema` field naming",
+        "its message family. One definition per message (`qinglong.wire`) is used by the sender and the",
+        "receiver. This document lists each family's routes, each message's byte cap and fields, and one",
+        "example. Example ids, tokens and keys are fake.",
+        "",
+        "## Rules for every body",
+        "",
+        "- `Content-Type: application/json`, UTF-8. Anything else is refused with 415 before parsing.",
+        "- The byte cap of the message is checked before decoding (413 `request.too_large`).",
+        "- Refused: a top level that is not an object, duplicate keys at any depth, unknown or missing",
+        "  fields, a wrong `schema`, unknown enum values, integers outside"
+        f" ±{number(MAX_SAFE_INTEGER)} (and outside each field's bounds),",
+        "  floats where an integer is declared, booleans for integers, non-canonical uuids, control",
+        f"  characters and U+2028/U+2029 in any string or key, invalid UTF-8, nesting deeper than {MAX_DEPTH}.",
+        "- `required, may be null` fields are always present; `optional` fields may be absent and are never null.",
+        "- Every `…AtMs` field is milliseconds since the Unix epoch, read from the database clock.",
+        "- Answers are canonical JSON (sorted keys, no spaces). The shell checks every database result",
+        "  against the response contract; a result outside it is a 503 `internal.bad_projection`, never forwarded.",
+        "- Raw lease tokens and session keys travel only where a table below marks a field `secret`; only",
+        "  their SHA-256 reaches the database, and none of them is ever logged.",
+        "",
+        "Audiences:",
+        "",
+        *(f"- `{name}`: {text}" for name, text in AUDIENCES.items()),
+        "",
+        "## All routes",
+        "",
+        *route_table(ROUTES),
+        "",
+        "`{phase}` is one of " + ", ".join(code(p) for p in PHASES) + "; `start-failure` takes"
+        " [ActivationStartFailureRequest](#activationstartfailurerequest), the others"
+        " [ActivationRequest](#activationrequest).",
+        "",
+        "Worker routes are served on the worker-ingress listener (TLS 1.3, client certificate required);",
+        "user routes on the user-API listener (TLS 1.3), which also serves `GET /openapi.json`.",
+        "",
+    ]
+    out += ql3w_section(samples[WorkerSessionHeartbeatRequest])
+    out.append("")
+    for number_, family in enumerate(FAMILIES, start=1):
+        messages = [cls for cls in ALL_MESSAGES if family_of(cls) is family]
+        routes = [r for r in ROUTES if route_family(r) is family]
+        out += [f"## {number_}. {family.title}: `{family.schema}`", "", module_text(family.module), ""]
+        if routes:
+            out += [*route_table(routes), ""]
+            if any(PHASE_PATTERN in r.path for r in routes):
+                out += ["`{phase}` is one of " + ", ".join(code(p) for p in PHASES) + ".", ""]
+        for cls in messages:
+            out += [
+                f"### {cls.__name__}",
+                "",
+                doc(cls),
+                "",
+                f"- schema `{cls.SCHEMA}`, at most {cap_text(cls.CAP)}",
+                f"- {directions(cls)}",
+                "",
+                *field_table(cls),
+                "",
+                *example_json(samples[cls]),
+                "",
+            ]
+    out += ["## Nested objects", ""]
+    for record in records:
+        out += [f"### {record.__name__}", "", doc(record), "", *field_table(record), ""]
+    out += [
+        "## Error codes",
+        "",
+        "Every non-2xx answer is an [ErrorMessage](#errormessage) (`qinglong/error@v1`) whose `code` is one of",
+        "these, stable across releases. Database outcomes map by rule: `fenced` + reason is `fenced.<reason>`",
+        "(409), `invalid` + reason is `invalid.<reason>` (400), `not_found` is 404, and the policy fence's",
+        "`approval_required` is the code `approval_required` (403). A missing object and one of another",
+        "Project or Worker look the same.",
+        "",
+        *error_table(),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Generate docs/protocol.md from qinglong.wire")
+    parser.add_argument("--check", action="store_true", help="exit 1 when docs/protocol.md is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.is_file() else ""
+        if current != text:
+            print(f"{OUTPUT.relative_to(ROOT)} is out of date: run `python scripts/gen_protocol.py`", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
