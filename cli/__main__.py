@@ -39,15 +39,21 @@ def _dsn(args: argparse.Namespace) -> str:
 
 
 def _admin(args: argparse.Namespace, function: str, *params: Any) -> dict[str, Any]:
-    from qinglong.cli.admin import Unavailable, call
+    """One operator call in its own transaction."""
+    return _admin_transaction(args, lambda tx: tx.call(function, *params))
+
+
+def _admin_transaction(args: argparse.Namespace, body: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """Operator calls that commit together; refusals and faults become one-line failures."""
+    from qinglong.cli.admin import Refused, Unavailable, transaction
 
     try:
-        result = call(_dsn(args), function, params)
+        with transaction(_dsn(args)) as tx:
+            return body(tx)
     except Unavailable as exc:
         raise Failure(f"database unreachable: {exc}", EXIT_UNAVAILABLE) from None
-    if result.get("status") in ("invalid", "not_found", "fenced"):
-        raise Failure(f"{function}: {result['status']} ({result.get('reason')})")
-    return result
+    except Refused as exc:
+        raise Failure(str(exc)) from None
 
 
 def _api(args: argparse.Namespace) -> Any:
@@ -60,10 +66,12 @@ def _api(args: argparse.Namespace) -> Any:
 
 
 def _user_call(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    from qinglong.cli.api import ApiError, Unreachable
+    from qinglong.cli.api import ApiError, BadCa, Unreachable
 
     try:
         return call()
+    except BadCa as exc:
+        raise Failure(str(exc)) from None
     except ApiError as exc:
         raise Failure(f"refused: {exc.status} {exc.code}") from None
     except Unreachable as exc:
@@ -78,7 +86,7 @@ def _uuid(text: str) -> str:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"not a positive integer: {text}")
     return int(text)
 
@@ -114,8 +122,18 @@ def cmd_worker_enroll(args: argparse.Namespace) -> int:
     if not (args.pki / "ca.key").is_file():
         raise Failure(f"no CA in {args.pki}: run `qinglong pki init` first")
     worker_id = args.id or str(uuid.uuid4())
-    issued = pki.issue_worker(args.pki, worker_id)
-    result = _admin(args, "worker_enroll_v1", worker_id, args.name, args.pool, issued.fingerprint)
+    pending = pki.issue_worker(args.pki, worker_id, name=f"worker-{worker_id}.pending")
+    try:
+        result = _admin(args, "worker_enroll_v1", worker_id, args.name, args.pool, pending.fingerprint)
+    except Failure:
+        pending.certificate.unlink(missing_ok=True)
+        pending.key.unlink(missing_ok=True)
+        raise  # the enrolled certificate (if any) stays untouched
+    issued = pki.Issued(
+        pending.certificate.rename(args.pki / f"worker-{worker_id}.crt"),
+        pending.key.rename(args.pki / f"worker-{worker_id}.key"),
+        pending.fingerprint,
+    )
     print(
         f"{result['status']} worker {worker_id} generation {result['generation']}: {issued.certificate}, {issued.key}"
     )
@@ -132,11 +150,17 @@ def cmd_subject_create(args: argparse.Namespace) -> int:
     from qinglong.cli.api import token_digest
 
     token = secrets.token_urlsafe(32)
-    result = _admin(args, "subject_create_v1", args.kind, args.name, token_digest(token))
-    if args.project:
-        _admin(args, "role_binding_set_v1", args.project, result["subjectId"], args.role, True)
+
+    def create(tx: Any) -> dict[str, Any]:  # the subject and its binding commit together
+        created: dict[str, Any] = tx.call("subject_create_v1", args.kind, args.name, token_digest(token))
+        if args.project:
+            tx.call("role_binding_set_v1", args.project, created["subjectId"], args.role, True)
+        return created
+
+    result = _admin_transaction(args, create)
     args.token_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(args.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when the file existed with a looser mode
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     print(f"subject {args.name} ({args.kind}) {result['subjectId']}: bearer token written to {args.token_file}")
@@ -187,7 +211,7 @@ def cmd_run_show(args: argparse.Namespace) -> int:
 
 
 def cmd_converge(args: argparse.Namespace) -> int:
-    from qinglong.cli.admin import Unavailable, converge_once
+    from qinglong.cli.admin import Refused, Unavailable, converge_once
 
     if not args.once:
         raise Failure("only --once is supported: pg_cron (or your scheduler) owns the cadence")
@@ -195,7 +219,7 @@ def cmd_converge(args: argparse.Namespace) -> int:
         converge_once(_dsn(args), args.page_size, args.max_pages, args.grace_ms)
     except Unavailable as exc:
         raise Failure(f"database unreachable: {exc}", EXIT_UNAVAILABLE) from None
-    except ValueError as exc:
+    except Refused as exc:
         raise Failure(f"converge refused: {exc}") from None
     print("one convergence cycle done")
     return 0

@@ -28,6 +28,10 @@ class Unreachable(Exception):
     """The shell could not be reached."""
 
 
+class BadCa(Exception):
+    """The CA file is missing or is not a certificate (bad input, not an outage)."""
+
+
 @dataclass(frozen=True)
 class UserApi:
     base: str  # https://host:port
@@ -46,7 +50,11 @@ class UserApi:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, context=self._context(), timeout=10) as resp:  # noqa: S310
+            context = self._context()
+        except (OSError, ssl.SSLError) as exc:
+            raise BadCa(f"cannot use the CA file {self.ca}: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            with urllib.request.urlopen(req, context=context, timeout=10) as resp:  # noqa: S310
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             try:
