@@ -3,7 +3,8 @@
 and the local process (through the identity-checked controller). No timers: the lifecycle calls it.
 
 In order, for one record, single-flight per offer:
-1. completion first: when the process has exited (or a completion is pending), upload the log and
+1. completion first: when the process has exited — its status file, or it is provably gone without
+   one (the wrapper was killed) — or a completion is pending, upload the log and
    complete with the receipts and the LATEST persisted Lease version; a transport failure here is
    isolated and does not block step 3 while the process still runs;
 2. local Lease expired (CLOCK_BOOTTIME, measured from the instant the renewal was SENT, or another
@@ -71,7 +72,8 @@ class WorkerRemoteExecutionControlCoordinator:
         assert inbox.handle is not None
         handle = ProcessHandle.from_dict(inbox.handle)
         exit_status = self._executor.exit_status(handle)
-        if (exit_status is not None or record.state == "completion_pending") and session is not None:
+        vanished = exit_status is None and self._controller.verify(handle) != "alive"
+        if (exit_status is not None or vanished or record.state == "completion_pending") and session is not None:
             record, done = await self._complete(record, inbox, handle, session)
             if done:
                 return record
@@ -100,7 +102,8 @@ class WorkerRemoteExecutionControlCoordinator:
         status = self._executor.exit_status(handle)
         if record.state != "completion_pending":
             exit_code = status.exit_code if status is not None else None
-            error = None if exit_code is not None else "process.killed"
+            # no status file: the runner wrapper itself was killed (or the pid now belongs to another process)
+            error = None if exit_code is not None else ("process.killed" if status is not None else "process.vanished")
             record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
             inbox = Inbox.from_data(record.data)
         fence = inbox.fence(session.generation)

@@ -16,6 +16,7 @@ One outer cadence (the `run` command) calls tick(); the lifecycle owns no timer.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
@@ -73,7 +74,8 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._stopping = False
         self.failed_closed = False
         self.pulls = 0  # observable for tests and metrics
-        self.events: list[str] = []  # the order of lifecycle steps (start, supervise, pull, abort, wait, release)
+        # The last steps taken (own, scanned, supervise, pull, abort, wait, release), bounded.
+        self.events: collections.deque[str] = collections.deque(maxlen=64)
 
     @property
     def started(self) -> bool:
