@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from typing import Final
 
 from qinglong.wire import ArtifactUploadRequest, CompletionArtifact, CompletionRequest, LeaseControlRequest
@@ -72,7 +73,7 @@ class WorkerRemoteExecutionControlCoordinator:
         assert inbox.handle is not None
         handle = ProcessHandle.from_dict(inbox.handle)
         exit_status = self._executor.exit_status(handle)
-        vanished = exit_status is None and self._controller.verify(handle) != "alive"
+        vanished = exit_status is None and self._vanished(handle)
         if (exit_status is not None or vanished or record.state == "completion_pending") and session is not None:
             record, done = await self._complete(record, inbox, handle, session)
             if done:
@@ -89,6 +90,20 @@ class WorkerRemoteExecutionControlCoordinator:
         if session is None:
             return record  # no session: nothing can be renewed; the local expiry above still protects
         return await self._lease_control(record, inbox, handle, session)
+
+    def _vanished(self, handle: ProcessHandle) -> bool:
+        """The task is provably gone without a status: the wrapper exited on this boot and its process
+        group has no member left (a group id is not reused while it has members). Anything less certain
+        (an unverifiable pid, a child still running) is not an end."""
+        if self._controller.verify(handle) != "exited":
+            return False
+        try:
+            os.killpg(handle.pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
 
     def _lease_expired_locally(self, inbox: Inbox) -> bool:
         if inbox.lease_expires_boottime_ns is None:

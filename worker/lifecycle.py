@@ -73,6 +73,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._pull: asyncio.Task[object] | None = None
         self._stopping = False
         self.failed_closed = False
+        self.scanned = False  # start() paged the whole journal
         self.pulls = 0  # observable for tests and metrics
         # The last steps taken (own, scanned, supervise, pull, abort, wait, release), bounded.
         self.events: collections.deque[str] = collections.deque(maxlen=64)
@@ -102,6 +103,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             cursor = page[-1].seq
         self.failed_closed = self.failed_closed or journal.count(states=["recovery_required"]) > 0
         self.events.append("scanned")
+        self.scanned = True
 
     async def _ensure_session(self) -> Session:
         if self._session is None:

@@ -95,15 +95,33 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         capacity=config.capacity,
         page_size=config.page_size,
     )
-    await lifecycle.start()
+    stopping = asyncio.ensure_future(stop.wait())
+    work: asyncio.Future[None] | None = None
     try:
-        while not stop.is_set():
-            await lifecycle.tick()
+        work = asyncio.ensure_future(lifecycle.start())
+        while True:
+            # A signal never waits for a slow call: stop() below aborts it and waits for the tick.
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                break
+            work.result()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), config.tick_seconds)
+                await asyncio.wait_for(asyncio.shield(stopping), config.tick_seconds)
+            if stop.is_set():
+                break
+            work = asyncio.ensure_future(lifecycle.tick())
     finally:
+        stopping.cancel()
+        if work is not None and not work.done() and not lifecycle.scanned:
+            work.cancel()  # a start() still paging the journal: abandon it before releasing ownership
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
         try:
             await asyncio.wait_for(lifecycle.stop(), config.shutdown_seconds)
+            if work is not None and not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
         except TimeoutError:
             print("qinglong-worker: shutdown budget spent; journal released by exit", file=sys.stderr)
             return 1
