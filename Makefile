@@ -1,5 +1,5 @@
 # The README's commands. Each does its own set-up on a fresh Debian 12 machine (as root).
-.PHONY: setup test demo sync lint
+.PHONY: setup test demo sync lint bench
 
 setup:
 	bash scripts/setup.sh
@@ -16,3 +16,6 @@ sync: setup
 
 lint: setup
 	bash scripts/lint.sh
+
+bench: setup
+	.venv/bin/python -m bench.run

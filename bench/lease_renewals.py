@@ -1,0 +1,425 @@
+"""(a) Lease renewals per second and p50/p99 latency: through the shell over TLS 1.3 mTLS with 1, 16
+and 128 simulated Workers (each its own enrolled Worker, certificate, session and keep-alive socket,
+every request ql3w-signed), beside ql_api.attempt_lease_control_v1 called directly by as many
+psycopg connections as ql_runtime, beside pgbench's builtin `simple-update` on the same cluster
+(8 clients: the machine's commit limit; 1 client: one commit at a time).
+
+Touches: the `qinglong` database (Workers, Runs, Attempts of pool `lease`), a `pgbench` database,
+the shell it is given (a separate process), loopback sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import secrets
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import psycopg
+
+from bench.common import (
+    PG_BIN,
+    WARMUP_S,
+    CpuMeter,
+    Env,
+    Identity,
+    Phase,
+    Result,
+    ShellProcess,
+    Window,
+    cpu_cell,
+    enroll,
+    fmt,
+    make_task,
+    per_call,
+    queue_runs,
+    ratio,
+    say,
+    stop_process,
+    table,
+)
+from qinglong.wire import LeaseControlRequest, ql3w
+
+COUNTS = (1, 16, 128)
+WIDE_POOL = 16
+SATURATED = 0.75  # cores: a Python process near one full core is the bound
+LEASE_CONTROL = "select ql_api.attempt_lease_control_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+@dataclass
+class Held:
+    """A running Attempt one simulated Worker holds, and the Lease version it last saw."""
+
+    who: Identity
+    session_id: str
+    session_key: bytes
+    offer: dict[str, Any]
+    token: str
+    version: int
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.sha256(self.token.encode("ascii")).digest()
+
+    def fence(self) -> tuple[Any, ...]:
+        o = self.offer
+        return (
+            self.who.worker_id,
+            self.session_id,
+            1,
+            o["projectId"],
+            o["runId"],
+            o["attemptId"],
+            o["offerId"],
+            o["leaseGeneration"],
+            self.digest,
+        )
+
+
+# -- the simulated Worker over HTTPS --------------------------------------------------------------
+
+
+class SimWorker:
+    """One simulated Worker: its own certificate, one keep-alive TLS 1.3 socket (limit=1), ql3w."""
+
+    def __init__(self, env: Env, who: Identity, origin: str) -> None:
+        self.who = who
+        self.origin = origin
+        connector = aiohttp.TCPConnector(ssl=env.client_context(who), limit=1, keepalive_timeout=600)
+        self.http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30))
+        self.session_id = ""
+        self.key = b""
+
+    async def open_session(self) -> None:
+        body = json.dumps({"schema": "qinglong/worker-session@v1", "capacity": 1, "workerGeneration": 1}).encode()
+        path = f"/api/v3/workers/{self.who.worker_id}/sessions"
+        async with self.http.post(self.origin + path, data=body, headers={"Content-Type": "application/json"}) as resp:
+            opened = await resp.json()
+            assert resp.status == 200, opened
+        self.session_id = opened["sessionId"]
+        self.key = base64.urlsafe_b64decode(opened["sessionKey"] + "=")
+
+    async def post(self, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        auth = ql3w.authorization(
+            self.key, worker_id=self.who.worker_id, session_id=self.session_id, generation=1,
+            method="POST", path=path, body=body, now=int(time.time()),
+        )  # fmt: skip
+        headers = {"Authorization": auth, "Content-Type": "application/json"}
+        async with self.http.post(self.origin + path, data=body, headers=headers) as resp:
+            return resp.status, await resp.json()
+
+    async def close(self) -> None:
+        await self.http.close()
+
+
+async def shell_phase(held: list[Held], workers: list[SimWorker], seconds: float, meter: CpuMeter) -> Phase:
+    phase = Phase("shell", len(workers), seconds)
+    window = Window(seconds)
+    cpu = asyncio.ensure_future(window.meter(meter))
+
+    async def loop(h: Held, w: SimWorker) -> None:
+        path = f"/api/v3/workers/{h.who.worker_id}/sessions/{h.session_id}/lease-control"
+        o = h.offer
+        obj = LeaseControlRequest(
+            worker_generation=1, project_id=o["projectId"], run_id=o["runId"], attempt_id=o["attemptId"],
+            lease_generation=o["leaseGeneration"], lease_token=h.token, offer_id=o["offerId"],
+            expected_version=h.version,
+        ).to_obj()  # fmt: skip
+        while time.perf_counter() < window.end:
+            obj["expectedVersion"] = h.version
+            body = json.dumps(obj, separators=(",", ":")).encode()
+            started = time.perf_counter()
+            status, answer = await w.post(path, body)
+            ended = time.perf_counter()
+            if status != 200 or answer.get("status") != "renewed" or answer["leaseVersion"] != h.version + 1:
+                phase.errors += 1
+                return
+            h.version = answer["leaseVersion"]
+            window.record(phase, started, ended)
+
+    await asyncio.gather(*(loop(h, w) for h, w in zip(held, workers, strict=True)))
+    phase.cpu = await cpu
+    return phase
+
+
+async def direct_phase(env: Env, held: list[Held], seconds: float, meter: CpuMeter) -> Phase:
+    phase = Phase("direct", len(held), seconds)
+    conns = await asyncio.gather(
+        *(psycopg.AsyncConnection.connect(env.dsn("qinglong", "ql_runtime"), autocommit=True) for _ in held)
+    )
+    window = Window(seconds)
+    cpu = asyncio.ensure_future(window.meter(meter))
+
+    async def loop(h: Held, conn: psycopg.AsyncConnection[Any]) -> None:
+        fence = h.fence()
+        while time.perf_counter() < window.end:
+            started = time.perf_counter()
+            cur = await conn.execute(LEASE_CONTROL, (*fence, h.version))
+            row = await cur.fetchone()
+            ended = time.perf_counter()
+            answer = row[0] if row else {}
+            if answer.get("status") != "renewed" or answer["leaseVersion"] != h.version + 1:
+                phase.errors += 1
+                return
+            h.version = answer["leaseVersion"]
+            window.record(phase, started, ended)
+
+    try:
+        await asyncio.gather(*(loop(h, c) for h, c in zip(held, conns, strict=True)))
+        phase.cpu = await cpu
+    finally:
+        for c in conns:
+            await c.close()
+    return phase
+
+
+# -- pgbench --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pgbench:
+    clients: int
+    tps: float
+    latency_ms: float
+    cpu: dict[str, float]
+
+
+def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
+    """pgbench's builtin simple-update; CPU is metered from its 2nd second to 1 s before its end,
+    while all its connections live."""
+    base = [str(PG_BIN / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
+    duration = max(3, round(seconds))
+    proc = subprocess.Popen(
+        [*base, "-b", "simple-update", "-c", str(clients), "-j", str(threads), "-T", str(duration),
+         "-M", "prepared", "pgbench"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        meter = CpuMeter(None, env.cluster.pid)
+        time.sleep(1.0)
+        meter.start()
+        time.sleep(duration - 2.0)
+        cpu = meter.stop()
+        out, err = proc.communicate(timeout=duration + 60)
+    finally:
+        stop_process(proc)
+    tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
+    lat = re.search(r"latency average = ([0-9.]+) ms", out)
+    if proc.returncode != 0 or tps is None or lat is None:
+        raise RuntimeError(f"pgbench failed or printed no result:\n{out}\n{err}")
+    cpu.pop("self", None)
+    return Pgbench(clients, float(tps[1]), float(lat[1]), cpu)
+
+
+def pgbench_init(env: Env) -> None:
+    with psycopg.connect(env.dsn("postgres"), autocommit=True) as conn:
+        conn.execute("create database pgbench")
+    base = [str(PG_BIN / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
+    subprocess.run([*base, "-i", "-q", "-s", "1", "pgbench"], capture_output=True, check=True)
+
+
+# -- seeding --------------------------------------------------------------------------------------
+
+
+def seed(env: Env, count: int) -> list[Identity]:
+    """`count` Workers of pool `lease` and as many queued Runs (no timeout, so no deadline)."""
+    with psycopg.connect(env.dsn("qinglong"), autocommit=True) as conn:
+        who = enroll(env, conn, count, "lease", "lease")
+        task = make_task(conn, "bench", "lease-task", {"argv": ["sleep", "3600"], "pool": "lease"})
+        queue_runs(conn, task, count)
+    env.vacuum_analyze("qinglong")
+    return who
+
+
+def hold(env: Env, workers: list[SimWorker]) -> list[Held]:
+    """Each Worker pulls one offer and ACKs starting and running, as ql_runtime through ql_api."""
+    out: list[Held] = []
+    with psycopg.connect(env.dsn("qinglong", "ql_runtime"), autocommit=True) as rt:
+        for w in workers:
+            token = ql3w.b64url(secrets.token_bytes(32))
+            digest = hashlib.sha256(token.encode("ascii")).digest()
+            row = rt.execute(
+                "select ql_api.offer_pull_v1(%s, %s, 1, %s)", (w.who.worker_id, w.session_id, digest)
+            ).fetchone()
+            assert row is not None and row[0]["status"] == "offered", row
+            held = Held(w.who, w.session_id, w.key, row[0]["offer"], token, 1)
+            for phase in ("starting", "running"):
+                row = rt.execute(
+                    "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)",
+                    (phase, *held.fence()),
+                ).fetchone()
+                assert row is not None and row[0]["status"] == "applied", row
+                held.version = int(row[0]["snapshot"]["leaseVersion"])
+            out.append(held)
+    return out
+
+
+# -- the benchmark --------------------------------------------------------------------------------
+
+
+async def run(env: Env, seconds: float) -> Result:
+    assert env.shell is not None and env.shell.pid is not None
+    shell = env.shell
+    say("(a) pgbench -i (scale 1) on its own database")
+    pgbench_init(env)
+    say(f"(a) pgbench simple-update, 8 clients, {seconds:.0f} s")
+    pg8 = pgbench(env, 8, 2, seconds)
+    say(f"(a)   {pg8.tps:,.0f} tps, {pg8.latency_ms:.2f} ms average")
+    pg1 = pgbench(env, 1, 1, seconds / 2)
+    say(f"(a) pgbench simple-update, 1 client: {pg1.tps:,.0f} tps, {pg1.latency_ms:.2f} ms average")
+
+    n = max(COUNTS)
+    say(f"(a) enrolling {n} simulated Workers (one certificate each) and queueing {n} Runs")
+    identities = seed(env, n)
+    workers = [SimWorker(env, who, shell.origin) for who in identities]
+    try:
+        await asyncio.gather(*(w.open_session() for w in workers))
+        held = hold(env, workers)
+        say(f"(a) {len(held)} running Attempts held (sessions opened through the shell, pull/starting/running via SQL)")
+        phases: list[Phase] = []
+        for k in COUNTS:
+            p = await direct_phase(env, held[:k], seconds, CpuMeter(shell.pid, env.cluster.pid))
+            phases.append(p)
+            say(f"(a) direct, {k:>3} connections: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
+        for k in COUNTS:
+            p = await shell_phase(held[:k], workers[:k], seconds, CpuMeter(shell.pid, env.cluster.pid))
+            phases.append(p)
+            say(f"(a) shell,  {k:>3} Workers:     {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
+        diagnostic = await wider_pool(env, held, workers, seconds)
+    finally:
+        await asyncio.gather(*(w.close() for w in workers))
+    return report(phases, diagnostic, pg8, pg1, seconds, shell.pool_size)
+
+
+async def wider_pool(env: Env, held: list[Held], workers: list[SimWorker], seconds: float) -> Phase:
+    """Diagnostic: the same 128 Workers against a second shell process whose pool has 16 connections
+    (is the pool of 4 — one commit in flight per connection — what caps the shell?)."""
+    wide = ShellProcess(env, "qinglong", pool_size=WIDE_POOL, name="shell-wide")
+    wide.start()
+    others = [SimWorker(env, w.who, wide.origin) for w in workers]
+    for mine, theirs in zip(others, workers, strict=True):
+        mine.session_id, mine.key = theirs.session_id, theirs.key
+    try:
+        p = await shell_phase(held, others, seconds, CpuMeter(wide.pid, env.cluster.pid))
+        p.name = "shell-wide"
+        say(f"(a) shell with a pool of {WIDE_POOL}, {len(others)} Workers: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms")
+        return p
+    finally:
+        await asyncio.gather(*(w.close() for w in others))
+        wide.stop()
+
+
+def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds: float, pool: int) -> Result:
+    direct = {p.clients: p for p in phases if p.name == "direct"}
+    shell = {p.clients: p for p in phases if p.name == "shell"}
+    rows = [
+        ["pgbench simple-update", f"{pg.clients} client{'s' if pg.clients > 1 else ''}", fmt(pg.tps),
+         fmt(pg.latency_ms, 2) + " (avg)", "—", "—", "—", per_call(pg.cpu, "postgres", pg.tps), "—", "—",
+         cpu_cell(pg.cpu)]
+        for pg in (pg8, pg1)
+    ]  # fmt: skip
+    for p in [*phases, wide]:
+        label = {
+            "direct": "SQL function, psycopg",
+            "shell": f"shell, HTTPS TLS 1.3 mTLS, pool {pool}",
+            "shell-wide": f"diagnostic: shell, pool {WIDE_POOL}",
+        }[p.name]
+        unit = ("connection" if p.name == "direct" else "Worker") + ("s" if p.clients > 1 else "")
+        shell_us = "—" if p.name == "direct" else per_call(p.cpu, "shell", p.rate)
+        rows.append(
+            [label, f"{p.clients} {unit}", fmt(p.rate), fmt(p.ms(50), 2), fmt(p.ms(99), 2), fmt(p.done),
+             str(p.errors), per_call(p.cpu, "postgres", p.rate), shell_us, per_call(p.cpu, "self", p.rate),
+             cpu_cell(p.cpu)]
+        )  # fmt: skip
+    main = table(
+        ["path", "clients", "renewals/s (tps)", "p50 ms", "p99 ms", "calls", "errors", "pg CPU µs/call",
+         "shell CPU µs/call", "load generator CPU µs/call", "CPU (cores) · machine busy"],
+        rows,
+    )  # fmt: skip
+    ratio_rows = []
+    for k in COUNTS:
+        d, s = direct[k].rate, shell[k].rate
+        ratio_rows.append(
+            [str(k), ratio(d, pg8.tps), ratio(s, pg8.tps), ratio(s, d), ratio(d, pg1.tps), ratio(s, pg1.tps)]
+        )
+    top = max(COUNTS)
+    ratio_rows.append(
+        [f"{wide.clients}, shell pool {WIDE_POOL}", "—", ratio(wide.rate, pg8.tps), ratio(wide.rate, direct[top].rate),
+         "—", ratio(wide.rate, pg1.tps)]
+    )  # fmt: skip
+    ratios = table(
+        ["Workers / connections", "direct / pgbench-8", "shell / pgbench-8", "shell / direct", "direct / pgbench-1",
+         "shell / pgbench-1"],
+        ratio_rows,
+    )  # fmt: skip
+    markdown = (
+        "## (a) Lease renewals\n\n"
+        f"Each measured window is {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up; a call counts when it ends inside "
+        "the window. *direct*: that many asyncio psycopg connections as `ql_runtime`, each renewing its own "
+        "running Attempt in a loop with `select ql_api.attempt_lease_control_v1(…)` (psycopg prepares it after "
+        "5 runs). *shell*: `qinglong shell serve` in its own process (worker listener TLS 1.3 with client "
+        f"certificates, database pool {pool}), that many simulated Workers in the load generator's one event loop, "
+        "each its own enrolled Worker with its own ECDSA P-256 certificate, session and one keep-alive socket "
+        "(aiohttp, limit 1), every request signed with ql3w and answered `renewed` with version + 1. "
+        "*pgbench*: builtin `simple-update` (`-M prepared`, scale 1) on its own database of the same cluster. "
+        f"The diagnostic row runs the same {max(COUNTS)} Workers against a second shell process whose pool has "
+        f"{WIDE_POOL} connections instead of {pool}. "
+        "CPU: cores used over the window by the load generator (gen), the shell and PostgreSQL (pg: every "
+        "child of the postmaster, backends and background processes), and by everything else on the machine "
+        "(rest: pgbench itself in its rows, otherwise other work — noise), then the machine's busy share of "
+        "all cores and the share the hypervisor stole; µs/call divides a group's cores by the calls per "
+        "second.\n\n"
+        f"{main}\n\nRatios (renewals/s over tps, measured in this run):\n\n{ratios}\n{reading(direct, shell, wide)}"
+    )
+    summary = [
+        f"(a) pgbench-8 {pg8.tps:,.0f} tps; "
+        + "; ".join(
+            f"{k}: direct {direct[k].rate:,.0f}/s ({ratio(direct[k].rate, pg8.tps)}), "
+            f"shell {shell[k].rate:,.0f}/s ({ratio(shell[k].rate, pg8.tps)}, shell/direct "
+            f"{ratio(shell[k].rate, direct[k].rate)})"
+            for k in COUNTS
+        )
+    ]
+    data = {
+        "pgbench8": pg8.tps,
+        "pgbench1": pg1.tps,
+        "direct": {k: direct[k].rate for k in COUNTS},
+        "shell": {k: shell[k].rate for k in COUNTS},
+        "shell_cpu": {k: shell[k].cpu for k in COUNTS},
+    }
+    return Result(markdown, summary, data)
+
+
+def reading(direct: dict[int, Phase], shell: dict[int, Phase], wide: Phase) -> str:
+    """Where the time went, in this run's numbers."""
+    top = max(COUNTS)
+    s, d = shell[top], direct[top]
+    if not s.cpu or not d.cpu or not s.rate or not d.rate:
+        return ""
+    shell_us = s.cpu["shell"] / s.rate * 1e6
+    pg_us = s.cpu["postgres"] / s.rate * 1e6
+    lines = [
+        f"At {top} Workers the shell process used {s.cpu['shell']:.2f} cores, {shell_us:,.0f} µs of CPU per renewal "
+        f"(TLS, HTTP, ql3w, wire contracts, its JSON log line, psycopg), against {pg_us:,.0f} µs in PostgreSQL; "
+        f"over SQL PostgreSQL alone used {d.cpu['postgres']:.2f} cores for {d.rate:,.0f} renewals/s."
+    ]
+    if s.cpu["shell"] >= SATURATED and shell_us > pg_us:
+        lines.append(
+            f"The shell process ran near one full core ({s.cpu['shell']:.2f}) while PostgreSQL had room: through "
+            "the shell the bound is the shell's one Python process (one event loop, at most one core), not the "
+            f"database; a pool of {WIDE_POOL} instead of 4 gave {ratio(wide.rate, s.rate)} the renewals."
+        )
+    elif s.cpu.get("rest", 0.0) >= 0.25:
+        lines.append(
+            f"Other work on the machine took {s.cpu['rest']:.2f} cores during that window (steal "
+            f"{s.cpu.get('steal', 0.0) * 100:.0f} %): the shell's numbers in this run are contended; compare "
+            "them with care."
+        )
+    return "\n" + " ".join(lines) + "\n"

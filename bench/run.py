@@ -1,0 +1,144 @@
+"""`python -m bench.run`: the benchmark command (not a test). One fresh PostgreSQL 15 cluster with
+fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside Procrastinate, (c)
+cancellation convergence, (d) a Worker supervising its journal. Prints progress and each table, and
+writes bench/RESULTS.md with the machine, the command and the ratios measured in this run.
+
+Touches: a temporary folder under /tmp (removed), the processes it starts, loopback ports,
+bench/RESULTS.md, and .venv (it installs the benchmark-only extra `bench` when Procrastinate is
+missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import importlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
+
+RESULTS = REPO / "bench" / "RESULTS.md"
+PARTS = ("a", "b", "c", "d")
+
+
+def bench_extra() -> list[str]:
+    """The `bench` optional dependencies from pyproject.toml (the one place the pin lives)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extra: list[str] = project["optional-dependencies"]["bench"]
+    return extra
+
+
+def ensure_procrastinate() -> str:
+    """Import Procrastinate, installing the `bench` extra into this interpreter's environment first
+    when it is missing; its version."""
+    try:
+        module = importlib.import_module("procrastinate")
+    except ImportError:
+        wanted = bench_extra()
+        say(f"installing the benchmark-only extra: pip install {' '.join(wanted)}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *wanted], check=True)
+        importlib.invalidate_caches()
+        module = importlib.import_module("procrastinate")
+    from importlib.metadata import version
+
+    del module
+    return version("procrastinate")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=10.0, help="measured window of each phase (default 10)")
+    p.add_argument("--runs", type=int, default=100_000, help="cancelled queued Runs to converge in (c)")
+    p.add_argument("--ticks", type=int, default=100, help="Worker ticks measured in (d)")
+    p.add_argument("--records", type=int, default=1000, help="journal records in (d)")
+    p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
+    p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    only = {part.strip() for part in args.only.split(",") if part.strip()}
+    if not only <= set(PARTS):
+        raise SystemExit(f"--only takes a subset of {','.join(PARTS)}")
+    started = time.monotonic()
+    load = os.getloadavg()
+    python = Path(sys.executable)
+    shown = python.relative_to(REPO) if python.is_relative_to(REPO) else python
+    command = f"cd {REPO} && {shown} -m bench.run"
+    command += " " + shlex.join(sys.argv[1:] if argv is None else argv) if (argv or sys.argv[1:]) else ""
+    procrastinate_version = ensure_procrastinate() if "b" in only else None
+    host = machine()
+    results: list[Result] = []
+    with environment() as env:
+        if only & {"a", "b"}:
+            env.create_database("qinglong")
+            env.shell = ShellProcess(env, "qinglong")
+            env.shell.start()
+            say(f"shell serving (pid {env.shell.pid}): worker ingress {env.shell.origin}")
+        if "a" in only:
+            from bench import lease_renewals
+
+            results.append(asyncio.run(lease_renewals.run(env, args.seconds)))
+        if "b" in only:
+            from bench import lifecycles
+
+            results.append(asyncio.run(lifecycles.run(env, args.seconds)))
+        if env.shell is not None:
+            env.shell.stop()
+            env.shell = None
+        if "c" in only:
+            from bench import convergence
+
+            results.append(convergence.run(env, args.runs))
+        if "d" in only:
+            from bench import worker_supervision
+
+            results.append(worker_supervision.run(env.root, args.records, args.ticks))
+        pg_settings = dict(env.settings)
+    total = time.monotonic() - started
+    host["load average at start"] = " ".join(f"{x:.2f}" for x in load)
+    text = render(results, host, pg_settings, command, total, procrastinate_version)
+    args.output.write_text(text)
+    say(f"wrote {args.output} — total {total:.0f} s")
+    print()
+    for result in results:
+        for line in result.summary:
+            print(line)
+    return 0
+
+
+def render(
+    results: list[Result],
+    host: dict[str, str],
+    pg: dict[str, str],
+    command: str,
+    total: float,
+    procrastinate_version: str | None,
+) -> str:
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine_rows = [[k, v] for k, v in host.items()]
+    machine_rows.append(["PostgreSQL settings", ", ".join(f"{k}={v}" for k, v in sorted(pg.items()))])
+    if procrastinate_version:
+        machine_rows.append(["Procrastinate", procrastinate_version])
+    head = (
+        "# Benchmark results\n\n"
+        f"Written by `{command}` on {now}; the whole command took {total:.0f} s.\n\n"
+        "One fresh PostgreSQL 15 cluster with **fsync on** (devdb defaults otherwise) served every benchmark. "
+        "This is a shared 2-core machine: absolute numbers are noise from run to run, and the load generator, "
+        "the shell and PostgreSQL compete for the same cores. **The ratios, measured in the same run on the same "
+        "cluster, are the point.** Regenerate with `make bench`.\n\n"
+        f"{table(['machine', ''], machine_rows)}\n"
+    )
+    return head + "\n" + "\n".join(r.markdown for r in results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
