@@ -31,7 +31,7 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
-from qinglong.worker.inbox import Inbox
+from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boot_id, boottime_ns
 
@@ -63,7 +63,7 @@ class WorkerRemoteExecutionControlCoordinator:
         return await asyncio.shield(task)
 
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
-        return self._journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+        return save(self._journal, record, state, inbox)
 
     async def _reconcile(self, offer_id: str, session: Session | None) -> Record | None:
         record = self._journal.get(offer_id)

@@ -1,5 +1,5 @@
-"""The typed view of one inbox journal record's data, shared by the Processor and the coordinator.
-Touches nothing: pure conversions between the journal's JSON object and Python values.
+"""The typed view of one inbox journal record's data, shared by the Processor and the coordinator, and
+the one way they save a record. Touches the journal (compare-and-set) and the `qinglong.worker` log.
 
 The record holds the offer exactly as received (with its lease token: the journal file is 0600),
 the newest persisted Lease version and its conservative local expiry on CLOCK_BOOTTIME, the
@@ -10,11 +10,16 @@ reason a record was isolated.
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from qinglong.wire import OfferOffered
+from qinglong.worker.journal import Journal, Record, State
+
+log = logging.getLogger("qinglong.worker")
 
 
 @dataclass(frozen=True)
@@ -69,3 +74,14 @@ class Inbox:
 
     def replace(self, **changes: Any) -> Inbox:
         return dataclasses.replace(self, **changes)
+
+
+def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
+    """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
+    reason only: never the lease token, which lives in the offer)."""
+    saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+    if state != record.state:
+        fields = {"action": "record.state", "offer": record.offer_id, "run": inbox.offer.offer.run_id,
+                  "from": record.state, "to": state, "reason": inbox.reason}  # fmt: skip
+        log.info(json.dumps(fields, sort_keys=True))
+    return saved

@@ -23,7 +23,7 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
-from qinglong.worker.inbox import Inbox
+from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.process import Executor, ExecutorRefused
 
@@ -46,7 +46,7 @@ class Processor:
         return record
 
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
-        return self._journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+        return save(self._journal, record, state, inbox)
 
     async def _ack(self, session: Session, inbox: Inbox, phase: Phase) -> ActivationResponse:
         fence = inbox.fence(session.generation)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import tomllib
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_cmd = sub.add_parser("run", help="run until SIGTERM")
     run_cmd.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.worker.run)")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         return asyncio.run(run(load(args.config)))
     except ConfigError as exc:
