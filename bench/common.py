@@ -201,7 +201,9 @@ class CpuMeter:
 
     shell_pid: int | None
     postmaster_pid: int | None
+    wal_dsn: str | None = None  # with it: WAL fsyncs over the window, from pg_stat_wal
     _start: dict[str, dict[int, int]] = field(default_factory=dict)
+    _wal0: tuple[int, float] = (0, 0.0)
     _t0: float = 0.0
     _busy0: tuple[int, int, int] = (0, 0, 0)
 
@@ -219,7 +221,16 @@ class CpuMeter:
             out[name] = {pid: t for pid in pids if (t := _cpu_ticks(pid)) is not None}
         return out
 
+    def _wal(self) -> tuple[int, float]:
+        assert self.wal_dsn is not None
+        with psycopg.connect(self.wal_dsn, autocommit=True) as conn:
+            row = conn.execute("select wal_sync, wal_sync_time from pg_stat_wal").fetchone()
+        assert row is not None
+        return int(row[0]), float(row[1])
+
     def start(self) -> None:
+        if self.wal_dsn is not None:
+            self._wal0 = self._wal()
         self._start = self._sample()
         self._t0 = time.monotonic()
         self._busy0 = _machine_busy()
@@ -233,6 +244,12 @@ class CpuMeter:
             before = self._start.get(name, {})
             ticks = sum(t - before[pid] for pid, t in pids.items() if pid in before)
             result[name] = ticks / _TICK / wall if wall > 0 else math.nan
+        if self.wal_dsn is not None:
+            syncs, ms = self._wal()
+            result["wal_syncs"] = (syncs - self._wal0[0]) / wall
+            result["wal_sync_ms"] = (
+                (ms - self._wal0[1]) / (syncs - self._wal0[0]) if syncs > self._wal0[0] else math.nan
+            )
         total = busy1[2] - self._busy0[2]
         if total:
             result["machine"] = (busy1[0] - self._busy0[0]) / total
@@ -241,6 +258,30 @@ class CpuMeter:
             result["rest"] = max(0.0, cores - sum(v for k, v in result.items() if k in ("self", "shell", "postgres")))
         return result
 
+    def stop_as(self, shell_name: str) -> dict[str, float]:
+        """stop(), with the `shell` group renamed (e.g. to the pgbench client it metered)."""
+        result = self.stop()
+        if "shell" in result:
+            result[shell_name] = result.pop("shell")
+        return result
+
+
+CONTENDED_REST = 0.25  # cores other work took during a window
+CONTENDED_STEAL = 0.10  # share of all cores the hypervisor took
+
+
+def contended(cpu: Mapping[str, float] | None) -> bool:
+    """Did other work on the machine, or the hypervisor, take a noticeable share of the window?"""
+    if not cpu:
+        return False
+    return cpu.get("rest", 0.0) >= CONTENDED_REST or cpu.get("steal", 0.0) >= CONTENDED_STEAL
+
+
+CONTENDED_NOTE = (
+    f"⚠ marks a window in which other work on the machine took ≥ {CONTENDED_REST} cores or the hypervisor stole "
+    f"≥ {CONTENDED_STEAL * 100:.0f} % of the cores: its numbers are contended, compare them with care."
+)
+
 
 def cpu_cell(cpu: Mapping[str, float] | None) -> str:
     """`gen 0.90 / shell 0.70 / pg 0.40 / rest 0.05 · 98 % (steal 1 %)`: cores per group, then the
@@ -248,11 +289,29 @@ def cpu_cell(cpu: Mapping[str, float] | None) -> str:
     if not cpu:
         return "—"
     parts = []
-    for key, label in (("self", "gen"), ("shell", "shell"), ("postgres", "pg"), ("rest", "rest")):
+    for key, label in (
+        ("self", "gen"),
+        ("shell", "shell"),
+        ("pgbench", "pgbench"),
+        ("postgres", "pg"),
+        ("rest", "rest"),
+    ):
         if key in cpu:
             parts.append(f"{label} {cpu[key]:.2f}")
     busy = f"{cpu.get('machine', math.nan) * 100:.0f} %"
-    return " / ".join(parts) + f" · {busy} (steal {cpu.get('steal', math.nan) * 100:.0f} %)"
+    mark = "⚠ " if contended(cpu) else ""
+    return mark + " / ".join(parts) + f" · {busy} (steal {cpu.get('steal', math.nan) * 100:.0f} %)"
+
+
+def wal_cell(cpu: Mapping[str, float] | None, rate: float | None = None) -> str:
+    """`1,234/s · 0.81 ms` WAL fsyncs per second and their mean duration (pg_stat_wal, approximate:
+    backends report at most once a second), then commits per fsync when `rate` is commits/s."""
+    if not cpu or "wal_syncs" not in cpu:
+        return "—"
+    text = f"{cpu['wal_syncs']:,.0f}/s · {cpu['wal_sync_ms']:.2f} ms"
+    if rate and cpu["wal_syncs"]:
+        text += f" · {rate / cpu['wal_syncs']:.1f}"
+    return text
 
 
 def per_call(cpu: Mapping[str, float] | None, key: str, rate: float) -> str:
@@ -353,6 +412,10 @@ class Env:
         assert row is not None
         return int(row[0])
 
+    def meter(self, pid: int | None) -> CpuMeter:
+        """A CPU meter of this load generator, `pid` (the shell, or pgbench) and PostgreSQL, with WAL fsyncs."""
+        return CpuMeter(pid, self.cluster.pid, self.dsn("postgres"))
+
     def ca(self) -> Path:
         return self.certs / "ca.crt"
 
@@ -372,7 +435,8 @@ def environment() -> Iterator[Env]:
     schema in the template database, a CA and the shell's certificate. Everything goes at the end."""
     root = Path(tempfile.mkdtemp(prefix="qinglong-bench-", dir="/tmp"))
     root.chmod(0o755)
-    cluster = Cluster(root / "pg", fsync=True, preload_cron=False)
+    # track_wal_io_timing: pg_stat_wal times each WAL fsync (for the fsync columns); fsync stays on.
+    cluster = Cluster(root / "pg", fsync=True, preload_cron=False, settings={"track_wal_io_timing": "on"})
     env: Env | None = None
     try:
         say(f"PostgreSQL 15 in {root / 'pg'} (fsync on): initdb and start")
@@ -390,6 +454,7 @@ def environment() -> Iterator[Env]:
                         "shared_buffers",
                         "max_connections",
                         "wal_level",
+                        "track_wal_io_timing",
                     ],
                 ),
             ).fetchall()

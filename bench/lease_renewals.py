@@ -25,6 +25,7 @@ import aiohttp
 import psycopg
 
 from bench.common import (
+    CONTENDED_NOTE,
     PG_BIN,
     WARMUP_S,
     CpuMeter,
@@ -34,6 +35,7 @@ from bench.common import (
     Result,
     ShellProcess,
     Window,
+    contended,
     cpu_cell,
     enroll,
     fmt,
@@ -44,6 +46,7 @@ from bench.common import (
     say,
     stop_process,
     table,
+    wal_cell,
 )
 from qinglong.wire import LeaseControlRequest, ql3w
 
@@ -202,11 +205,11 @@ def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        meter = CpuMeter(None, env.cluster.pid)
+        meter = env.meter(proc.pid)
         time.sleep(1.0)
         meter.start()
         time.sleep(duration - 2.0)
-        cpu = meter.stop()
+        cpu = meter.stop_as("pgbench")
         out, err = proc.communicate(timeout=duration + 60)
     finally:
         stop_process(proc)
@@ -285,11 +288,11 @@ async def run(env: Env, seconds: float) -> Result:
         say(f"(a) {len(held)} running Attempts held (sessions opened through the shell, pull/starting/running via SQL)")
         phases: list[Phase] = []
         for k in COUNTS:
-            p = await direct_phase(env, held[:k], seconds, CpuMeter(shell.pid, env.cluster.pid))
+            p = await direct_phase(env, held[:k], seconds, env.meter(shell.pid))
             phases.append(p)
             say(f"(a) direct, {k:>3} connections: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
         for k in COUNTS:
-            p = await shell_phase(held[:k], workers[:k], seconds, CpuMeter(shell.pid, env.cluster.pid))
+            p = await shell_phase(held[:k], workers[:k], seconds, env.meter(shell.pid))
             phases.append(p)
             say(f"(a) shell,  {k:>3} Workers:     {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
         diagnostic = await wider_pool(env, held, workers, seconds)
@@ -307,7 +310,7 @@ async def wider_pool(env: Env, held: list[Held], workers: list[SimWorker], secon
     for mine, theirs in zip(others, workers, strict=True):
         mine.session_id, mine.key = theirs.session_id, theirs.key
     try:
-        p = await shell_phase(held, others, seconds, CpuMeter(wide.pid, env.cluster.pid))
+        p = await shell_phase(held, others, seconds, env.meter(wide.pid))
         p.name = "shell-wide"
         say(f"(a) shell with a pool of {WIDE_POOL}, {len(others)} Workers: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms")
         return p
@@ -321,8 +324,8 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
     shell = {p.clients: p for p in phases if p.name == "shell"}
     rows = [
         ["pgbench simple-update", f"{pg.clients} client{'s' if pg.clients > 1 else ''}", fmt(pg.tps),
-         fmt(pg.latency_ms, 2) + " (avg)", "—", "—", "—", per_call(pg.cpu, "postgres", pg.tps), "—", "—",
-         cpu_cell(pg.cpu)]
+         fmt(pg.latency_ms, 2) + " (avg)", "—", "—", "—", wal_cell(pg.cpu, pg.tps),
+         per_call(pg.cpu, "postgres", pg.tps), "—", "—", cpu_cell(pg.cpu)]
         for pg in (pg8, pg1)
     ]  # fmt: skip
     for p in [*phases, wide]:
@@ -335,11 +338,12 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
         shell_us = "—" if p.name == "direct" else per_call(p.cpu, "shell", p.rate)
         rows.append(
             [label, f"{p.clients} {unit}", fmt(p.rate), fmt(p.ms(50), 2), fmt(p.ms(99), 2), fmt(p.done),
-             str(p.errors), per_call(p.cpu, "postgres", p.rate), shell_us, per_call(p.cpu, "self", p.rate),
-             cpu_cell(p.cpu)]
+             str(p.errors), wal_cell(p.cpu, p.rate), per_call(p.cpu, "postgres", p.rate), shell_us,
+             per_call(p.cpu, "self", p.rate), cpu_cell(p.cpu)]
         )  # fmt: skip
     main = table(
-        ["path", "clients", "renewals/s (tps)", "p50 ms", "p99 ms", "calls", "errors", "pg CPU µs/call",
+        ["path", "clients", "renewals/s (tps)", "p50 ms", "p99 ms", "calls", "errors",
+         "WAL fsyncs/s · ms each · commits per fsync", "pg CPU µs/call",
          "shell CPU µs/call", "load generator CPU µs/call", "CPU (cores) · machine busy"],
         rows,
     )  # fmt: skip
@@ -359,6 +363,11 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
          "shell / pgbench-1"],
         ratio_rows,
     )  # fmt: skip
+    warn = (
+        CONTENDED_NOTE + "\n\n"
+        if any(contended(c) for c in [pg8.cpu, pg1.cpu, *(p.cpu for p in phases), wide.cpu])
+        else ""
+    )
     markdown = (
         "## (a) Lease renewals\n\n"
         f"Each measured window is {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up; a call counts when it ends inside "
@@ -373,10 +382,11 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
         f"{WIDE_POOL} connections instead of {pool}. "
         "CPU: cores used over the window by the load generator (gen), the shell and PostgreSQL (pg: every "
         "child of the postmaster, backends and background processes), and by everything else on the machine "
-        "(rest: pgbench itself in its rows, otherwise other work — noise), then the machine's busy share of "
+        "(rest: other work — noise; the pgbench rows meter the pgbench client apart), then the machine's busy share of "
         "all cores and the share the hypervisor stole; µs/call divides a group's cores by the calls per "
         "second.\n\n"
-        f"{main}\n\nRatios (renewals/s over tps, measured in this run):\n\n{ratios}\n{reading(direct, shell, wide)}"
+        f"{main}\n\n{warn}Ratios (renewals/s over tps, measured in this run):\n\n{ratios}\n"
+        f"{reading(direct, shell, wide)}"
     )
     summary = [
         f"(a) pgbench-8 {pg8.tps:,.0f} tps; "
@@ -416,7 +426,7 @@ def reading(direct: dict[int, Phase], shell: dict[int, Phase], wide: Phase) -> s
             "the shell the bound is the shell's one Python process (one event loop, at most one core), not the "
             f"database; a pool of {WIDE_POOL} instead of 4 gave {ratio(wide.rate, s.rate)} the renewals."
         )
-    elif s.cpu.get("rest", 0.0) >= 0.25:
+    elif contended(s.cpu):
         lines.append(
             f"Other work on the machine took {s.cpu['rest']:.2f} cores during that window (steal "
             f"{s.cpu.get('steal', 0.0) * 100:.0f} %): the shell's numbers in this run are contended; compare "

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 from bench.common import (
+    CONTENDED_NOTE,
     WARMUP_S,
     CpuMeter,
     Env,
@@ -28,6 +29,7 @@ from bench.common import (
     Phase,
     Result,
     Window,
+    contended,
     cpu_cell,
     enroll,
     fmt,
@@ -37,6 +39,7 @@ from bench.common import (
     ratio,
     say,
     table,
+    wal_cell,
 )
 from qinglong.wire import ActivationRequest, CompletionRequest, LeaseControlRequest, LeaseRenewed, OfferOffered, ql3w
 from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
@@ -232,7 +235,7 @@ async def run(env: Env, seconds: float) -> Result:
     env.vacuum_analyze("qinglong")
 
     def meter() -> CpuMeter:
-        return CpuMeter(shell.pid, env.cluster.pid)
+        return env.meter(shell.pid)
 
     via_shell = await through_shell(env, who[:WORKERS], seconds, meter())
     say(f"(b) lifecycles through the shell, {WORKERS} Workers: {via_shell.rate:,.0f}/s (p50 {via_shell.ms(50):.1f} ms)")
@@ -256,13 +259,14 @@ def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float,
     ]  # fmt: skip
     rows = [
         [system, what, concurrency, fmt(p.rate), fmt(p.rate * calls), fmt(p.ms(50), 1), fmt(p.ms(99), 1),
-         fmt(p.done), str(p.errors), per_call(p.cpu, "postgres", p.rate),
+         fmt(p.done), str(p.errors), wal_cell(p.cpu, p.rate * calls), per_call(p.cpu, "postgres", p.rate),
          per_call(p.cpu, "shell", p.rate) if p is via_shell else "—", per_call(p.cpu, "self", p.rate),
          cpu_cell(p.cpu)]
         for system, what, concurrency, p, calls in entries
     ]  # fmt: skip
     main = table(
         ["system", "what", "concurrency", "per second", "transactions/s", "p50 ms", "p99 ms", "count", "errors",
+         "WAL fsyncs/s · ms each · transactions per fsync",
          "pg CPU µs each", "shell CPU µs each", "generator CPU µs each", "CPU (cores) · machine busy"],
         rows,
     )  # fmt: skip
@@ -278,6 +282,7 @@ def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float,
              ratio(via_shell.rate * CALLS_PER_LIFECYCLE, fetch8.rate * 2)],
         ],
     )  # fmt: skip
+    warn = CONTENDED_NOTE + "\n\n" if any(contended(p.cpu) for *_, p, _ in entries) else ""
     markdown = (
         "## (b) Run lifecycles beside Procrastinate\n\n"
         f"Windows of {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up. A Qinglong lifecycle is pull → starting ACK → "
@@ -294,7 +299,7 @@ def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float,
         "column then holds Procrastinate's worker). A Procrastinate job is 3 transactions (defer, "
         "fetch, finish), a Qinglong lifecycle 5 (and the Run's events, Attempt, Lease and Offer rows). CPU columns "
         "as in (a): µs each divides a group's cores by the lifecycles (or jobs) per second.\n\n"
-        f"{main}\n\nRatios:\n\n{ratios}\n{reading(via_shell, via_sql, fetch8)}"
+        f"{main}\n\n{warn}Ratios:\n\n{ratios}\n{reading(via_shell, via_sql, fetch8)}"
     )
     summary = [
         f"(b) lifecycles/s: shell {via_shell.rate:,.0f}, SQL {via_sql.rate:,.0f}; Procrastinate defer "
@@ -314,12 +319,5 @@ def reading(via_shell: Phase, via_sql: Phase, fetch: Phase) -> str:
     return (
         f"\nOver SQL a lifecycle cost PostgreSQL {sql_pg:,.0f} µs of CPU ({sql_pg / CALLS_PER_LIFECYCLE:,.0f} µs a "
         f"call), {ratio(sql_pg, job_pg)} what a Procrastinate job's fetch and finish cost it ({job_pg:,.0f} µs); "
-        f"through the shell the shell process added {shell_cpu:,.0f} µs a lifecycle."
-        + (
-            f" Other work on the machine took {via_shell.cpu['rest']:.2f} cores during the shell's window: "
-            "contended, compare with care."
-            if via_shell.cpu.get("rest", 0.0) >= 0.25
-            else ""
-        )
-        + "\n"
+        f"through the shell the shell process added {shell_cpu:,.0f} µs a lifecycle." + "\n"
     )
