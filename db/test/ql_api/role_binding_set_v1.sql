@@ -6,22 +6,6 @@ begin;
 \set QUIET 1
 select plan(42);
 
--- A subject whose bearer token is 'tok-' || name (only its SHA-256 is stored).
-create function pg_temp.mk_subject(p_name text, p_kind text default 'user', p_status text default 'active')
-returns uuid language sql
-begin atomic
-  insert into ql.subjects (kind, name, token_digest, status)
-  values (p_kind, p_name, sha256(convert_to('tok-' || p_name, 'UTF8')), p_status) returning id;
-end;
-
--- Everything the control plane stores but the audit: runs, attempts, …, projects, subjects, bindings, mutations.
-create function pg_temp.pstate() returns text language sql
-return concat_ws(E'\n', pg_temp.state(),
-  (select string_agg('project ' || p::text, E'\n' order by p.id) from ql.projects p),
-  (select string_agg('subject ' || s::text, E'\n' order by s.id) from ql.subjects s),
-  (select string_agg('binding ' || b::text, E'\n' order by b.project_id, b.subject_id) from ql.role_bindings b),
-  (select string_agg('mutation ' || m::text, E'\n' order by m.subject_id, m.mutation_id) from ql.mutations m));
-
 -- A binding as text: (role, version, active).
 create function pg_temp.binding(p_project uuid, p_subject uuid) returns text language sql
 return (select (b.role, b.version, b.active)::text from ql.role_bindings b

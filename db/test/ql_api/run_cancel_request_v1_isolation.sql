@@ -7,14 +7,6 @@ begin;
 \set QUIET 1
 select plan(5);
 
--- Everything the control plane stores but the audit: runs, attempts, …, projects, subjects, bindings, mutations.
-create function pg_temp.pstate() returns text language sql
-return concat_ws(E'\n', pg_temp.state(),
-  (select string_agg('project ' || p::text, E'\n' order by p.id) from ql.projects p),
-  (select string_agg('subject ' || s::text, E'\n' order by s.id) from ql.subjects s),
-  (select string_agg('binding ' || b::text, E'\n' order by b.project_id, b.subject_id) from ql.role_bindings b),
-  (select string_agg('mutation ' || m::text, E'\n' order by m.subject_id, m.mutation_id) from ql.mutations m));
-
 -- A valid cancellation in every other respect: alice, operator of P, admitted at versions 1/1, a queued Run.
 select pg_temp.mk_project('iso-p') as p \gset
 select pg_temp.mk_run(pg_temp.mk_revision(:'p')) as r \gset
