@@ -98,6 +98,7 @@ def snapshot(offer: Offer, *, ended: bool, lease_version: int) -> Snapshot:
         lease_generation=offer.lease_generation, lease_version=lease_version, lease_expires_at_ms=t + LEASE_TTL_MS,
         callback_sequence=3 if ended else 2, deadline_at_ms=None, started_at_ms=t - 2000, running_at_ms=t - 1900,
         ended_at_ms=t if ended else None, exit_code=0 if ended else None, error_code=None,
+        cancel_requested_at_ms=None, cancel_reason=None,
         executor=ExecutorRevision(kind="process", version=1), artifacts=(),
     )  # fmt: skip
 
@@ -157,7 +158,7 @@ class CountingClient(WorkerIngressHttpsClient):
         offer = Offer(
             offer_id=offer_id, project_id=body.project_id, run_id=body.run_id, attempt_id=body.attempt_id,
             attempt_no=1, lease_generation=body.lease_generation, lease_version=body.lease_version,
-            lease_expires_at_ms=t, offer_expires_at_ms=t, plan=Plan(argv=("true",)),
+            offered_at_ms=t, lease_expires_at_ms=t, offer_expires_at_ms=t, plan=Plan(argv=("true",)),
         )  # fmt: skip
         return CompletionResponse(
             status="completed", run_status="succeeded", attempt_status="succeeded",
@@ -196,7 +197,7 @@ def build_journal(path: Path, work: Path, records: int, scenario: str, dead_pid:
             offer = Offer(
                 offer_id=str(uuid.uuid4()), project_id=str(uuid.uuid4()), run_id=str(uuid.uuid4()),
                 attempt_id=str(uuid.uuid4()), attempt_no=1, lease_generation=1, lease_version=1,
-                lease_expires_at_ms=t + LEASE_TTL_MS, offer_expires_at_ms=t + LEASE_TTL_MS,
+                offered_at_ms=t, lease_expires_at_ms=t + LEASE_TTL_MS, offer_expires_at_ms=t + LEASE_TTL_MS,
                 plan=Plan(argv=("sh", "-c", "echo hello from a task"), env={"LANG": "C.UTF-8"}),
             )  # fmt: skip
             offered = OfferOffered(offer=offer, lease_token=ql3w.b64url(secrets.token_bytes(32)))

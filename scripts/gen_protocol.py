@@ -187,6 +187,8 @@ def _snapshot(run_status: str, attempt_status: str, **changes: Any) -> Snapshot:
         "ended_at_ms": None,
         "exit_code": None,
         "error_code": None,
+        "cancel_requested_at_ms": None,
+        "cancel_reason": None,
         "executor": Executor(kind="process", version=1),
         "artifacts": (),
     }
@@ -238,6 +240,7 @@ def examples() -> dict[type[Message], Message]:
                 attempt_no=1,
                 lease_generation=1,
                 lease_version=1,
+                offered_at_ms=T0,
                 lease_expires_at_ms=T0 + 30_000,
                 offer_expires_at_ms=T0 + 30_000,
                 plan=plan,

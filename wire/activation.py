@@ -2,17 +2,19 @@
 
 Routes `…/offers/{offerId}/activation/{starting|running|start-failure}`: the phase and the Offer id
 come from the path, the fence from the body (start-failure adds its errorCode). The answer is
-ql_api.attempt_activation_v1's result: a status and the exact ql.attempt_snapshot projection,
-≤ 16 KiB, never the token or its digest (ADR-0112 §1).
+ql_api.attempt_activation_v1's result: a status and the exact ql.attempt_snapshot projection, ≤ 16 KiB,
+never the token or its digest (ADR-0112 §1). The snapshot carries the Run's cancel intent;
+`not_started` means a starting ACK found an intent and ended the Attempt: nothing may be spawned.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from qinglong.wire.codec import KIB
 from qinglong.wire.common import (
     ATTEMPT_STATUSES,
+    CANCEL_REASONS,
     ERROR_CODE,
     MAX_INT32,
     RUN_STATUSES,
@@ -20,13 +22,14 @@ from qinglong.wire.common import (
     ArtifactReceipt,
     AttemptFence,
     AttemptStatus,
+    CancelReason,
     RunStatus,
 )
 from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Uuid, wire
 
 ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 
-ActivationStatus = Literal["applied", "already_starting", "already_running", "already_terminal"]
+ActivationStatus = Literal["applied", "not_started", "already_starting", "already_running", "already_terminal"]
 
 
 class ActivationRequest(AttemptFence):
@@ -73,6 +76,8 @@ class Snapshot(Record):
     ended_at_ms: int | None = wire(TIME_MS, nullable=True)
     exit_code: int | None = wire(Int(0, 255), nullable=True)
     error_code: str | None = wire(ERROR_CODE, nullable=True)
+    cancel_requested_at_ms: int | None = wire(TIME_MS, nullable=True)
+    cancel_reason: CancelReason | None = wire(Enum(CANCEL_REASONS), nullable=True)
     executor: Executor = wire(Nested(Executor))
     artifacts: tuple[ArtifactReceipt, ...] = wire(List(Nested(ArtifactReceipt), max_items=2))
 
@@ -83,7 +88,7 @@ class ActivationResponse(Message):
     SCHEMA = ACTIVATION_SCHEMA
     CAP = 16 * KIB
 
-    status: ActivationStatus = wire(Enum(("applied", "already_starting", "already_running", "already_terminal")))
+    status: ActivationStatus = wire(Enum(get_args(ActivationStatus)))
     snapshot: Snapshot = wire(Nested(Snapshot))
 
 

@@ -68,6 +68,7 @@ class Offer(Record):
     attempt_no: int = wire(Int(1, 100))
     lease_generation: int = wire(Int(1))
     lease_version: int = wire(Int(1))
+    offered_at_ms: int = wire(TIME_MS)
     lease_expires_at_ms: int = wire(TIME_MS)
     offer_expires_at_ms: int = wire(TIME_MS)
     plan: Plan = wire(Nested(Plan))

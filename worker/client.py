@@ -154,6 +154,7 @@ class WorkerIngressHttpsClient:
         self._origin = origin
         self._worker_id = worker_id
         self._credentials = credentials
+        self.timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._clock = clock
         self._fingerprint: bytes | None = None
@@ -185,7 +186,15 @@ class WorkerIngressHttpsClient:
             await old.close()
         return self._http
 
-    async def _call(self, path: str, body: Message, contract: Variants[R] | type[R], session: Session | None) -> R:
+    async def _call(
+        self,
+        path: str,
+        body: Message,
+        contract: Variants[R] | type[R],
+        session: Session | None,
+        timeout_s: float | None = None,
+    ) -> R:
+        """One signed call; `timeout_s` shortens this call's budget (never beyond the client's)."""
         if not ALLOWED_PATHS.fullmatch(path):
             raise ValueError(f"not a worker-ingress path: {path}")
         raw = body.to_json()  # refuses a body over its contract's cap
@@ -201,7 +210,12 @@ class WorkerIngressHttpsClient:
             )  # fmt: skip
         try:
             http = await self._session_for(self._credentials.load())
-            async with http.post(self._origin + path, data=raw, headers=headers, allow_redirects=False) as resp:
+            timeout = (
+                self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=min(timeout_s, self.timeout_s))
+            )
+            async with http.post(
+                self._origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
+            ) as resp:
                 data = await _read_exact(resp)
         except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
             raise TransportError(type(exc).__name__) from None
@@ -239,8 +253,11 @@ class WorkerIngressHttpsClient:
         path = f"{self._base(session)}/offers/{offer_id}/activation/{phase}"
         return await self._call(path, body, ActivationResponse, session)
 
-    async def lease_control(self, session: Session, body: LeaseControlRequest) -> LeaseControlResponse:
-        response = await self._call(self._base(session) + "/lease-control", body, LEASE_CONTROL_RESPONSES, session)
+    async def lease_control(
+        self, session: Session, body: LeaseControlRequest, *, timeout_s: float | None = None
+    ) -> LeaseControlResponse:
+        path = self._base(session) + "/lease-control"
+        response = await self._call(path, body, LEASE_CONTROL_RESPONSES, session, timeout_s)
         try:
             return check_lease_version(response, expected_version=body.expected_version)
         except WireError as exc:

@@ -6,18 +6,23 @@ In order, for one record, single-flight per offer:
 1. completion first: when the process has exited — its status file, or it is provably gone without
    one (the wrapper was killed) — or a completion is pending, upload the log and
    complete with the receipts and the LATEST persisted Lease version; a transport failure here is
-   isolated and does not block step 3 while the process still runs;
+   isolated and does not block step 3 while the process still runs. A completion fenced
+   stale_version means a renewal committed while its answer was lost: replay lease control (the
+   database answers the stored renewal), persist it, then complete once more;
 2. local Lease expired (CLOCK_BOOTTIME, measured from the instant the renewal was SENT, or another
    boot) → stop the exact local process and never call the control plane:
    lease_lost_local_execution_stopped, or ..._unverified when identity or signals cannot be proven;
-3. otherwise lease control with the full fence: renewed | stop_requested → persist the new version
-   and local expiry BEFORE acting; stop_requested → stop the process (its completion follows);
-   terminal or a fence → stop the exact local identity, then isolate as control_plane_terminal.
+3. otherwise lease control with the full fence, its timeout bounded by the time left on the local
+   Lease: renewed | stop_requested → persist the new version and local expiry BEFORE acting, then
+   move the runner's dead-man's switch to it; stop_requested → stop the process (its completion
+   follows); terminal or a fence → stop the exact local identity, then isolate as
+   control_plane_terminal; a transport failure → re-check the local expiry at once (step 2).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from typing import Final
@@ -33,9 +38,10 @@ from qinglong.worker.client import (
 )
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
-from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boot_id, boottime_ns
+from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boottime_ns
 
 LOG_CAP: Final = 1024 * 1024
+MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control call is given near the local expiry
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
 
 
@@ -79,17 +85,18 @@ class WorkerRemoteExecutionControlCoordinator:
             if done:
                 return record
             inbox = Inbox.from_data(record.data)
-        if self._lease_expired_locally(inbox):
-            outcome = await self._controller.stop(handle)
-            state: State = (
-                "lease_lost_local_execution_unverified"
-                if outcome == "unverified"
-                else "lease_lost_local_execution_stopped"
-            )
-            return self._save(record, state, inbox.replace(reason=f"local lease expired: {outcome}"))
+        if inbox.expired_locally():
+            return await self._stop_lease_lost(record, inbox, handle)
         if session is None:
             return record  # no session: nothing can be renewed; the local expiry above still protects
         return await self._lease_control(record, inbox, handle, session)
+
+    async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
+        outcome = await self._controller.stop(handle)
+        state: State = (
+            "lease_lost_local_execution_unverified" if outcome == "unverified" else "lease_lost_local_execution_stopped"
+        )
+        return self._save(record, state, inbox.replace(reason=f"local lease expired: {outcome}"))
 
     def _vanished(self, handle: ProcessHandle) -> bool:
         """The task is provably gone without a status: the wrapper exited on this boot and its process
@@ -105,14 +112,8 @@ class WorkerRemoteExecutionControlCoordinator:
             return False
         return False
 
-    def _lease_expired_locally(self, inbox: Inbox) -> bool:
-        if inbox.lease_expires_boottime_ns is None:
-            return False  # not renewed yet: the offer's own expiry is the control plane's to judge
-        expired: bool = inbox.boot_id != boot_id() or boottime_ns() >= inbox.lease_expires_boottime_ns
-        return expired
-
     async def _complete(
-        self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session
+        self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session, *, replay: bool = True
     ) -> tuple[Record, bool]:
         status = self._executor.exit_status(handle)
         if record.state != "completion_pending":
@@ -149,6 +150,12 @@ class WorkerRemoteExecutionControlCoordinator:
         except (TransportError, Unauthenticated):
             return record, False  # isolated: the lease path still runs
         except Refused as refused:
+            if refused.code == "fenced.stale_version" and replay:
+                # A renewal committed while its answer was lost: replay it, persist it, complete again.
+                renewed = await self._lease_control(record, inbox, handle, session)
+                if renewed.state != "completion_pending":
+                    return renewed, True
+                return await self._complete(renewed, Inbox.from_data(renewed.data), handle, session, replay=False)
             return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code)), True
         except ClientError as error:
             return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}")), True
@@ -159,10 +166,14 @@ class WorkerRemoteExecutionControlCoordinator:
         body = LeaseControlRequest(
             **inbox.fence(session.generation), offer_id=inbox.offer_id, expected_version=inbox.lease_version
         )
+        left = inbox.lease_left_s()
+        timeout_s = None if left is None else max(MIN_CALL_S, left)
         sent_at = boottime_ns()
         try:
-            answer = await self._client.lease_control(session, body)
+            answer = await self._client.lease_control(session, body, timeout_s=timeout_s)
         except (TransportError, Unauthenticated):
+            if inbox.expired_locally():  # the call outlived the Lease: stop now, not a tick later
+                return await self._stop_lease_lost(record, inbox, handle)
             return record  # the local expiry decides if the control plane stays unreachable
         except Refused as refused:
             await self._controller.stop(handle)
@@ -174,11 +185,11 @@ class WorkerRemoteExecutionControlCoordinator:
             return self._save(
                 record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
             )
-        ttl_ns = (answer.expires_at_ms - answer.renewed_at_ms) * 1_000_000
-        renewed = inbox.replace(
-            lease_version=answer.lease_version, lease_expires_boottime_ns=sent_at + ttl_ns, boot_id=boot_id()
-        )
+        renewed = inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
         record = self._save(record, record.state, renewed)  # persist before acting (ADR-0118 §4.4)
+        if renewed.lease_expires_boottime_ns is not None:
+            with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late
+                self._executor.extend_lease(handle, renewed.lease_expires_boottime_ns)
         if answer.status == "stop_requested":
             await self._controller.stop(handle)
         return record

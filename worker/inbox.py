@@ -18,6 +18,7 @@ from typing import Any
 
 from qinglong.wire import OfferOffered
 from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.process import boot_id, boottime_ns
 
 log = logging.getLogger("qinglong.worker")
 
@@ -27,7 +28,9 @@ class Inbox:
     offer: OfferOffered
     session_id: str
     lease_version: int
-    lease_expires_boottime_ns: int | None = None  # None until the first renewal: the offer expiry rules
+    # The conservative local Lease expiry (ARCHITECTURE §7): the send instant of the call that granted
+    # the Lease plus the time the database said was left. None only in records older than offeredAtMs.
+    lease_expires_boottime_ns: int | None = None
     boot_id: str | None = None
     snapshot: Mapping[str, Any] | None = None
     launch_nonce: str | None = None
@@ -44,6 +47,32 @@ class Inbox:
     @property
     def deadline_at_ms(self) -> int | None:
         return None if self.snapshot is None else self.snapshot.get("deadlineAtMs")
+
+    @classmethod
+    def accepted(cls, offered: OfferOffered, session_id: str, sent_at_ns: int) -> Inbox:
+        """A new record for an offer whose pull was sent at `sent_at_ns` (CLOCK_BOOTTIME)."""
+        o = offered.offer
+        return cls(offer=offered, session_id=session_id, lease_version=o.lease_version).granted(
+            o.lease_version, sent_at_ns, o.lease_expires_at_ms - o.offered_at_ms
+        )
+
+    def granted(self, lease_version: int, sent_at_ns: int, left_ms: int) -> Inbox:
+        """The Lease as a call sent at `sent_at_ns` left it: `left_ms` to run, counted from the send."""
+        return self.replace(
+            lease_version=lease_version, lease_expires_boottime_ns=sent_at_ns + left_ms * 1_000_000, boot_id=boot_id()
+        )
+
+    def lease_left_s(self) -> float | None:
+        """Seconds left on the local Lease (≤ 0: expired, also after a reboot); None: not known."""
+        if self.lease_expires_boottime_ns is None:
+            return None
+        if self.boot_id != boot_id():
+            return 0.0
+        return (self.lease_expires_boottime_ns - boottime_ns()) / 1e9
+
+    def expired_locally(self) -> bool:
+        left = self.lease_left_s()
+        return left is not None and left <= 0
 
     def fence(self, generation: int) -> dict[str, Any]:
         """The Attempt fence fields every Attempt-scoped request carries (AttemptFence keyword arguments)."""

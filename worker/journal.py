@@ -15,8 +15,8 @@ canonically (sorted keys, no spaces), ≤ 256 KiB. No message or repr includes `
 `insert` takes any state. `cas` moves (exits = recovery_required | control_plane_terminal | both
 lease_lost_* states); every non-terminal state may also move to itself (a data-only update, still a
 new revision); anything else raises JournalError and writes nothing:
-    accepted              → starting_acknowledged | start_failed | exits
-    starting_acknowledged → launching | start_failed | exits
+    accepted              → starting_acknowledged | start_failed | completed | exits
+    starting_acknowledged → launching | start_failed | completed | exits
     launching             → started | start_failed | exits
     started               → running_acknowledged | completion_pending | exits
     running_acknowledged  → completion_pending | exits
@@ -63,8 +63,9 @@ SCHEMA_VERSION: Final = 1
 
 _EXITS: Final[frozenset[State]] = _LEASE_LOST | {"recovery_required", "control_plane_terminal"}
 _MOVES: Final[Mapping[State, frozenset[State]]] = {  # and every non-terminal state → itself
-    "accepted": _EXITS | {"starting_acknowledged", "start_failed"},
-    "starting_acknowledged": _EXITS | {"launching", "start_failed"},
+    # → completed before a spawn: a starting ACK answered not_started (a cancel intent ended the Attempt)
+    "accepted": _EXITS | {"starting_acknowledged", "start_failed", "completed"},
+    "starting_acknowledged": _EXITS | {"launching", "start_failed", "completed"},
     "launching": _EXITS | {"started", "start_failed"},
     "started": _EXITS | {"running_acknowledged", "completion_pending"},
     "running_acknowledged": _EXITS | {"completion_pending"},

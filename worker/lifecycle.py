@@ -27,7 +27,7 @@ from qinglong.worker.client import ClientError, Refused, Session, TransportError
 from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import Journal, Record, State
-from qinglong.worker.process import Executor, LocalProcessController
+from qinglong.worker.process import Executor, LocalProcessController, boottime_ns
 from qinglong.worker.processor import Processor
 
 STARTUP_PAGE: Final = 64
@@ -158,6 +158,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             return
         if journal.count(states=ACTIVE) >= self._capacity:
             return
+        sent_at = boottime_ns()  # the first local Lease expiry counts from the pull's send instant
         self._pull = asyncio.ensure_future(self._client.pull(self._session))
         try:
             offered = await self._pull
@@ -168,7 +169,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self.pulls += 1
         self.events.append("pull")
         if isinstance(offered, OfferOffered) and not self._stopping:
-            inbox = Inbox(offer=offered, session_id=self._session.session_id, lease_version=offered.offer.lease_version)
+            inbox = Inbox.accepted(offered, self._session.session_id, sent_at)
             record = journal.insert(offered.offer.offer_id, "accepted", inbox.to_data())
             await self._supervise(record)
 

@@ -5,8 +5,10 @@ stops exactly that process group and nothing else.
 - `Executor.spawn` validates the durable deadline fields (one-sided, negative or unsafe values are
   refused; nothing is spawned) but never arms a timer: the control plane is the timeout authority.
   It starts `python -m qinglong.worker.runner` in a new session and returns once the wrapper has
-  installed its signal handlers and started the task. Log and status files live under
+  installed its signal handlers and started the task. Log, status and lease files live under
   `work_dir/<offer_id>/` (0700), named after the launch nonce; a nonce is launched at most once.
+  The lease file is the wrapper's dead-man's switch (see runner.py): spawn writes the local Lease
+  expiry into it and `extend_lease` rewrites it after every persisted renewal.
 - `ProcessHandle` is the durable identity: pid == pgid (new session), the start time from
   `/proc/<pid>/stat` (field 22), and the boot id.
 - `LocalProcessController.stop` signals a process group only while the group leader's identity is
@@ -364,11 +366,41 @@ def _wait_own_child(pid: int) -> int:
         return 0
 
 
-class Executor:
-    """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700)."""
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
-    def __init__(self, work_dir: Path) -> None:
+
+class Executor:
+    """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700). `stop_grace_s`
+    is the wrapper's own TERM→KILL grace when its dead-man's switch fires."""
+
+    def __init__(self, work_dir: Path, *, stop_grace_s: float = 5.0) -> None:
         self._work_dir = Path(work_dir)
+        self._stop_grace_s = stop_grace_s
+
+    @staticmethod
+    def lease_path(handle_or_log: ProcessHandle | Path) -> Path:
+        """The dead-man's switch file beside a launch's log."""
+        log = Path(handle_or_log.log_path) if isinstance(handle_or_log, ProcessHandle) else handle_or_log
+        return log.with_suffix(".lease")
+
+    @staticmethod
+    def identity_path(log: Path) -> Path:
+        """The wrapper's own identity file beside a launch's log (written before the task starts)."""
+        return log.with_suffix(".identity.json")
+
+    def extend_lease(self, handle: ProcessHandle, expires_boottime_ns: int) -> None:
+        """Move the wrapper's dead-man's switch to a later local expiry (atomic rename; an OSError
+        leaves the old expiry in force, which stops the task early rather than late)."""
+        path = self.lease_path(handle)
+        if path.exists():
+            _write_atomically(path, str(expires_boottime_ns).encode())
 
     def paths(self, offer_id: str, launch_nonce: str) -> tuple[Path, Path]:
         """(log, status) paths of one launch."""
@@ -386,6 +418,7 @@ class Executor:
         env: Mapping[str, str],
         timeout_ms: int | None,
         deadline_at_ms: int | None,
+        lease_expires_boottime_ns: int | None = None,
     ) -> ProcessHandle:
         _reap_finished()
         offer, nonce, task_argv, task_env = _validate(offer_id, launch_nonce, argv, env, timeout_ms, deadline_at_ms)
@@ -417,6 +450,11 @@ class Executor:
         ready_r, ready_w = os.pipe()
         ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
         cmd = [sys.executable, "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]
+        cmd += ["--identity", str(self.identity_path(log_path))]
+        if lease_expires_boottime_ns is not None:
+            lease_path = self.lease_path(log_path)
+            _write_atomically(lease_path, str(lease_expires_boottime_ns).encode())
+            cmd += ["--lease", str(lease_path), "--grace", repr(float(self._stop_grace_s))]
         cmd += ["--ready-fd", str(ready_target), "--", *task_argv]
         try:
             try:

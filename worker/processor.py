@@ -4,9 +4,13 @@ one client) and the local process table (through the Executor).
 
 accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snapshot has deadlineAtMs)
 → persist `starting_acknowledged` → replay the starting ACK just before spawning → `launching`
-(with a launch nonce) → spawn the runner wrapper in its own process group → `started` (durable
-handle) → running ACK → `running_acknowledged`. A start that cannot happen is reported with the
-start-failure ACK. Every step is persisted before the next one acts, so a restart resumes here.
+(with a launch nonce) → spawn the runner wrapper in its own process group, its dead-man's switch set
+to the local Lease expiry → `started` (durable handle) → running ACK → `running_acknowledged`.
+A starting ACK answered `not_started` (the Run carries a cancel intent; the database ended the
+Attempt) completes the record without a spawn; so does nothing once the local Lease has expired.
+A start that cannot happen is reported with the start-failure ACK. Every step is persisted before
+the next one acts, so a restart resumes here; a restart that finds `launching` decides from the
+launch's evidence (launch.py) whether the task was never started, runs, or ran.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from qinglong.worker.client import (
 )
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.launch import recover_launch
 from qinglong.worker.process import Executor, ExecutorRefused
 
 Phase = Literal["starting", "running", "start-failure"]
@@ -85,8 +90,14 @@ class Processor:
             return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}"))
         return None
 
+    def _not_started(self, record: Record, inbox: Inbox, ack: ActivationResponse) -> Record:
+        reason = f"not started: {ack.snapshot.cancel_reason} intent"
+        return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj(), reason=reason))
+
     async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record:
         ack = await self._ack(session, inbox, "starting")
+        if ack.status == "not_started":
+            return self._not_started(record, inbox, ack)
         if ack.status == "already_terminal":
             return self._save(record, "control_plane_terminal", inbox.replace(reason="already_terminal"))
         if ack.status == "already_running":
@@ -99,6 +110,10 @@ class Processor:
 
     async def _launch(self, record: Record, session: Session, inbox: Inbox) -> Record:
         ack = await self._ack(session, inbox, "starting")  # the replay just before spawn: the lease still holds
+        if ack.status == "not_started":
+            return self._not_started(record, inbox, ack)
+        if inbox.expired_locally():  # too late to start: never spawn past the local Lease
+            return self._save(record, "start_failed", inbox.replace(error_code="lease.expired_before_start"))
         if ack.status != "already_starting":
             state: State = "control_plane_terminal" if ack.status == "already_terminal" else "recovery_required"
             return self._save(record, state, inbox.replace(reason=f"replay answered {ack.status}"))
@@ -106,8 +121,16 @@ class Processor:
         return await self._spawn(record, Inbox.from_data(record.data))
 
     def _resume_launch(self, record: Record, inbox: Inbox) -> Record:
-        """A restart found `launching`: whether the spawn happened is unknown, so fail closed."""
-        return self._save(record, "recovery_required", inbox.replace(reason="restart during launch"))
+        """A restart found `launching`: decide from the launch's evidence (files and process identity)."""
+        assert inbox.launch_nonce is not None
+        found = recover_launch(self._executor, inbox.offer_id, inbox.launch_nonce)
+        if found.handle is not None:
+            return self._save(record, "started", inbox.replace(handle=found.handle.to_dict(), reason=found.reason))
+        if found.never_started:
+            failed = inbox.replace(error_code="launch.never_started", reason=found.reason)
+            return self._save(record, "start_failed", failed)
+        reason = f"restart during launch: {found.reason}"
+        return self._save(record, "recovery_required", inbox.replace(reason=reason))
 
     async def _spawn(self, record: Record, inbox: Inbox) -> Record:
         plan = inbox.offer.offer.plan
@@ -120,6 +143,7 @@ class Processor:
                 env=dict(plan.env or {}),
                 timeout_ms=plan.timeout_ms,
                 deadline_at_ms=inbox.deadline_at_ms,
+                lease_expires_boottime_ns=inbox.lease_expires_boottime_ns,
             )
         except ExecutorRefused as refused:
             return self._save(record, "start_failed", inbox.replace(error_code=refused.code))

@@ -90,7 +90,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
         journal_path=config.journal,
         client=client,
-        executor=Executor(config.work_dir),
+        executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
         generation=config.generation,
         capacity=config.capacity,

@@ -1,5 +1,5 @@
-"""The runner wrapper: `python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] -- argv...`
-(ARCHITECTURE §7, Executor).
+"""The runner wrapper: `python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N]
+[--identity FILE] [--lease FILE --grace SECONDS] -- argv...` (ARCHITECTURE §7, Executor).
 
 The Executor starts this module in a new session (its own process group). It starts `argv` as its
 child in the same group, with stdin from /dev/null and stdout+stderr appended to LOG (O_APPEND,
@@ -14,6 +14,18 @@ code. `--ready-fd` (optional, used by the Executor): a pipe the wrapper writes o
 closes once its signal handlers are installed and the child has been started (or its start failure
 recorded).
 
+`--identity FILE`: before it starts the child, the wrapper writes `{"pid", "startTime", "bootId"}`
+(its own identity) to FILE atomically, so a Worker restarted mid-launch can tell a task that never
+started (no FILE, no wrapper) from one to adopt or one that ran (worker/launch.py).
+
+`--lease FILE` is the dead-man's switch: FILE holds the Worker's conservative local Lease expiry
+(CLOCK_BOOTTIME nanoseconds, decimal), which the Worker rewrites after every renewal it persisted.
+The wrapper re-reads FILE once a second (woken early by its child's exit), and once the expiry it
+names has passed it stops the task by itself: SIGTERM to the group,
+`--grace` seconds, then SIGKILL to every other member of the group, and records the child's end as
+usual. So a task never outlives its Lease, whether its Worker is alive, frozen, dead, out of disk or
+without its journal. A FILE that cannot be read keeps the last expiry read.
+
 Standard library only; nothing happens at import.
 """
 
@@ -26,12 +38,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_USAGE = "usage: python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] -- argv..."
+_USAGE = (
+    "usage: python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] "
+    "[--identity FILE] [--lease FILE --grace SECONDS] -- argv..."
+)
+LEASE_CHECK_S = 1.0  # how often the dead-man's switch re-reads its lease file
+_OPTIONS = ("--log", "--status", "--ready-fd", "--identity", "--lease", "--grace")
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,9 @@ class _Args:
     status: str
     ready_fd: int | None
     argv: list[str]
+    lease: str | None = None
+    grace_s: float = 5.0
+    identity: str | None = None
 
 
 class _UsageError(Exception):
@@ -54,7 +75,7 @@ def _parse(args: Sequence[str]) -> _Args:
         if arg == "--":
             argv = list(args[i + 1 :])
             break
-        if arg in ("--log", "--status", "--ready-fd") and i + 1 < len(args) and arg not in opts:
+        if arg in _OPTIONS and i + 1 < len(args) and arg not in opts:
             opts[arg] = args[i + 1]
             i += 2
             continue
@@ -71,7 +92,17 @@ def _parse(args: Sequence[str]) -> _Args:
         if not text.isdigit():
             raise _UsageError("--ready-fd takes a file descriptor number")
         ready_fd = int(text)
-    return _Args(opts["--log"], opts["--status"], ready_fd, argv)
+    if ("--lease" in opts) != ("--grace" in opts):
+        raise _UsageError("--lease and --grace go together")
+    grace_s = 5.0
+    if "--grace" in opts:
+        try:
+            grace_s = float(opts["--grace"])
+        except ValueError:
+            raise _UsageError("--grace takes seconds") from None
+        if not 0 <= grace_s <= 3600:
+            raise _UsageError("--grace takes 0..3600 seconds")
+    return _Args(opts["--log"], opts["--status"], ready_fd, argv, opts.get("--lease"), grace_s, opts.get("--identity"))
 
 
 def _ignore_stop_signal(signum: int, frame: FrameType | None) -> None:
@@ -80,7 +111,20 @@ def _ignore_stop_signal(signum: int, frame: FrameType | None) -> None:
 
 def write_status_atomically(path: str, exit_code: int | None, signum: int | None) -> None:
     """Write `{"exitCode": ..., "signal": ...}` to `path`: tmp file (0600), fsync, rename, fsync dir."""
-    data = json.dumps({"exitCode": exit_code, "signal": signum}, separators=(",", ":")).encode()
+    _write_json_atomically(path, {"exitCode": exit_code, "signal": signum})
+
+
+def _write_identity(path: str) -> None:
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+        boot = f.read().strip()
+    start_time = int(stat[stat.rfind(b")") + 1 :].split()[19])  # field 22
+    _write_json_atomically(path, {"pid": os.getpid(), "startTime": start_time, "bootId": boot})
+
+
+def _write_json_atomically(path: str, obj: dict[str, object]) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode()
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
@@ -126,6 +170,89 @@ def _start_failure_code(exc: OSError) -> int:
     return 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
 
 
+def read_lease(path: str) -> int | None:
+    """The expiry in FILE (CLOCK_BOOTTIME ns), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64)
+        return int(text.decode("ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The pids of this process group but the wrapper (read from /proc)."""
+    me, members = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        rest = data[data.rfind(b")") + 1 :].split()
+        if len(rest) > 2 and rest[2] == str(pgid).encode():
+            members.append(int(name))
+    return members
+
+
+def _wait_child(child: subprocess.Popen[bytes], timeout_s: float | None) -> int | None:
+    """The child's return code once it exits, or None after `timeout_s` (SIGCHLD is blocked, so its
+    arrival ends the wait; nothing polls)."""
+    returncode = child.poll()
+    if returncode is not None or timeout_s is None:
+        return child.wait() if returncode is None else returncode
+    signal.sigtimedwait((signal.SIGCHLD,), max(0.0, timeout_s))
+    return child.poll()
+
+
+def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, log_path: str) -> int:
+    """Wait for the child while the Lease holds; past the expiry FILE names, stop the group. FILE is
+    re-read at least every LEASE_CHECK_S: a renewal may also move the expiry EARLIER (a Lease TTL
+    shorter than the offer's)."""
+    expiry = read_lease(lease)
+    while True:
+        now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        if expiry is not None and now >= expiry:
+            break
+        wait_s = LEASE_CHECK_S if expiry is None else min(LEASE_CHECK_S, (expiry - now) / 1e9)
+        returncode = _wait_child(child, wait_s)
+        if returncode is not None:
+            return returncode
+        expiry = read_lease(lease) or expiry
+    _append(log_path, "qinglong-runner: the Lease expired locally without renewal; stopping the task\n")
+    pgid = os.getpgrp()
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGTERM)  # the wrapper ignores it; the task gets it
+    end = time.monotonic() + grace_s
+    while (left := end - time.monotonic()) > 0:
+        if child.poll() is None:
+            _wait_child(child, left)
+        elif not _group_members(pgid):
+            return child.wait()
+        else:
+            time.sleep(min(0.05, left))  # the task left members behind: they get the grace too
+    for _ in range(100):  # bounded: a fork bomb cannot keep the wrapper here forever
+        members = _group_members(pgid)
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    return child.wait()
+
+
+def _append(log_path: str, line: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
 def main(args: Sequence[str] | None = None) -> int:
     """Run the wrapper; returns the wrapper's exit code."""
     try:
@@ -140,6 +267,8 @@ def main(args: Sequence[str] | None = None) -> int:
         signal.signal(signum, _ignore_stop_signal)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the Worker's blocked set is not the task's
 
+    if parsed.identity is not None:
+        _write_identity(parsed.identity)
     log_fd = os.open(parsed.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         try:
@@ -160,8 +289,11 @@ def main(args: Sequence[str] | None = None) -> int:
     finally:
         os.close(log_fd)
 
+    # SIGCHLD is blocked only now, after the child's exec: the task keeps an empty blocked set.
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
     _signal_ready(parsed.ready_fd)
-    returncode = child.wait()  # retried across the (ignored) stop signals
+    # child.wait() is retried across the (ignored) stop signals
+    returncode = child.wait() if parsed.lease is None else _supervise(child, parsed.lease, parsed.grace_s, parsed.log)
     if returncode < 0:
         write_status_atomically(parsed.status, None, -returncode)
         return 128 - returncode

@@ -5,7 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql.attempt_snapshot: the exact activation snapshot of one Attempt (qinglong/remote-run-activation@v1).
--- Bounded: identities, statuses, versions, times, the executor and at most one artifact per kind.
+-- Bounded: identities, statuses, versions, times, the Run's cancel intent (time and reason, or
+-- nulls), the executor and at most one artifact per kind.
 -- Never contains the lease token or its digest.
 -- signature: ql.attempt_snapshot(ql.runs, ql.run_attempts, ql.run_leases)
 create or replace function ql.attempt_snapshot(p_run ql.runs, p_attempt ql.run_attempts, p_lease ql.run_leases)
@@ -31,6 +32,8 @@ return pg_catalog.jsonb_build_object(
   'endedAtMs', (p_attempt).ended_at_ms,
   'exitCode', (p_attempt).exit_code,
   'errorCode', (p_attempt).error_code,
+  'cancelRequestedAtMs', (p_run).cancel_requested_at_ms,
+  'cancelReason', (p_run).cancel_reason,
   'executor', (select pg_catalog.jsonb_build_object('kind', e.kind, 'version', e.version)
                from ql.task_execution_revisions t
                join ql.executor_revisions e on e.id = t.executor_revision_id

@@ -8,12 +8,15 @@ set local role ql_owner;
 -- starting: the start barrier. Joins the exact Project/Task/revision/executor the Run pinned, reads
 --   database time once and writes deadline_at_ms = now + plan.timeoutMs (NULL without a timeout) in
 --   the same transaction as Attempt `starting` and Run `running`; the event carries the same deadline.
+-- No start under an intent: a starting ACK (first or replayed) for a claimed|starting Attempt whose
+--   Run carries a cancel intent ends the Attempt through ql.attempt_end (cancelled | timed_out) and
+--   answers not_started: the Worker never spawns. The snapshot carries the intent either way.
 -- running: the process exists. start_failure: the process could not be started; the Attempt ends
 --   failed (or cancelled/timed_out under a cancel intent) through ql.attempt_end.
 -- Replays answer already_starting | already_running | already_terminal with the exact snapshot;
 -- an ACK out of order or after the Lease expired is fenced, and changes nothing.
 -- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
--- Returns {"status":"applied"|"already_starting"|"already_running"|"already_terminal","snapshot":{…}}
+-- Returns {"status":"applied"|"not_started"|"already_starting"|"already_running"|"already_terminal","snapshot":{…}}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}.
 -- signature: ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text)
 -- grant execute: ql_runtime
@@ -62,6 +65,13 @@ begin
   end if;
   if v_lease.expires_at_ms <= f.now_ms then return ql.outcome('fenced', 'lease_expired'); end if;
 
+  if p_phase = 'starting' and v_attempt.status in ('claimed', 'starting') and v_run.cancel_requested_at_ms is not null
+     and (v_attempt.status = 'starting' or v_run.status = 'queued') then
+    perform ql.attempt_end(v_run, v_attempt, null, 'start.cancelled', null, 'worker', p_worker_id, f.now_ms);
+    select * into v_run from ql.runs r where r.id = p_run_id;
+    select * into v_attempt from ql.run_attempts a where a.id = p_attempt_id;
+    return jsonb_build_object('status', 'not_started', 'snapshot', ql.attempt_snapshot(v_run, v_attempt, v_lease));
+  end if;
   if (p_phase, v_attempt.status) in (('starting', 'starting'), ('running', 'running'), ('starting', 'running')) then
     return jsonb_build_object('status', 'already_' || v_attempt.status,
                               'snapshot', ql.attempt_snapshot(v_run, v_attempt, v_lease));
@@ -107,7 +117,8 @@ end;
 $$;
 
 comment on function ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text) is
-'starting | running | start_failure ACK of an Attempt. Results: applied | already_starting | already_running | '
+'starting | running | start_failure ACK of an Attempt. Results: applied | not_started (a starting ACK under a cancel '
+'intent ends the Attempt cancelled|timed_out) | already_starting | already_running | '
 'already_terminal (each with the exact snapshot) | invalid | not_found | fenced (see ql.attempt_fence, lease_expired, '
 'state_drift). Raises QLBUG only if the pinned revision does not join (corruption).';
 revoke all on function ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text) from public;

@@ -8,6 +8,8 @@ set local role ql_owner;
 -- Creates the Attempt (claimed), its Lease (generation = attempt number, version 1, the token's
 -- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK.
 -- The shell makes the raw token and passes only its digest; the token never reaches the database.
+-- offeredAtMs is the database time of the claim: the Worker's first local Lease expiry is its pull's
+-- send instant + leaseExpiresAtMs - offeredAtMs (never later than the database's).
 -- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) →
 --   run (FOR UPDATE SKIP LOCKED; the offerable predicate lives on the run row, so a pull racing a
 --   commit re-checks it on the newest row version).
@@ -102,6 +104,7 @@ begin
     'attemptNo', v_attempt.attempt_no,
     'leaseGeneration', v_lease.lease_generation,
     'leaseVersion', v_lease.version,
+    'offeredAtMs', v_now,
     'leaseExpiresAtMs', v_lease.expires_at_ms,
     'offerExpiresAtMs', v_offer.expires_at_ms,
     'plan', v_plan));

@@ -1,7 +1,7 @@
 -- Tests ql_api.attempt_activation_v1: starting/running/start_failure ACKs, the durable deadline (ADR-0118 §3), replays, invalid, not_found and every fence; structure and grants.
 begin;
 \ir ../fixtures.psql
-select plan(150);
+select plan(162);
 
 -- The exact snapshot of an Attempt as stored (what every answer must carry).
 create function pg_temp.snap(p_attempt uuid) returns jsonb language sql
@@ -83,7 +83,8 @@ select is(:'a_start'::jsonb -> 'snapshot', pg_temp.snap(:'a_attempt'),
 select is(array(select k from jsonb_object_keys(:'a_start'::jsonb) k order by k), array['snapshot', 'status'],
   'an applied ACK answers exactly status and snapshot');
 select is(array(select k from jsonb_object_keys(:'a_start'::jsonb -> 'snapshot') k order by k),
-  array['artifacts', 'attemptId', 'attemptNo', 'attemptStatus', 'attemptVersion', 'callbackSequence', 'deadlineAtMs',
+  array['artifacts', 'attemptId', 'attemptNo', 'attemptStatus', 'attemptVersion', 'callbackSequence',
+        'cancelReason', 'cancelRequestedAtMs', 'deadlineAtMs',
         'endedAtMs', 'errorCode', 'executor', 'exitCode', 'leaseExpiresAtMs', 'leaseGeneration', 'leaseVersion',
         'offerId', 'projectId', 'runId', 'runStatus', 'runningAtMs', 'startedAtMs'],
   'the snapshot has exactly the activation contract''s keys');
@@ -252,6 +253,54 @@ set local role ql_runtime;
 select is(pg_temp.activate('start_failure', :'w', :'s', :'ot', 'token-a', 'spawn.enoent') -> 'snapshot' ->> 'runStatus',
   'timed_out', 'a start failure under a timeout intent ends the Attempt and the Run timed_out');
 reset role;
+
+-- 4b. No start under an intent: a starting ACK (first, or the replay just before spawn) ends the
+--     Attempt and answers not_started; the snapshot carries the intent; a replay answers already_terminal.
+select pg_temp.mk_run(:'rev_plain') as n_run \gset
+set local role ql_runtime;
+select pg_temp.pull(:'w', :'s') as onn \gset
+reset role;
+select ql.run_cancel_intent(:'n_run', 'user', 'user', null, ql.now_ms()) as n_seq \gset
+select r.cancel_requested_at_ms as n_cancel_at from ql.runs r where r.id = :'n_run' \gset
+set local role ql_runtime;
+select pg_temp.activate('starting', :'w', :'s', :'onn') as n_res \gset
+reset role;
+select is(:'n_res'::jsonb ->> 'status', 'not_started', 'a starting ACK under a user intent answers not_started');
+select is(:'n_res'::jsonb -> 'snapshot', pg_temp.snap((:'onn'::jsonb ->> 'attemptId')::uuid),
+  'not_started carries the exact snapshot of the ended Attempt');
+select is((:'n_res'::jsonb -> 'snapshot') - array['attemptId', 'offerId', 'projectId', 'runId', 'endedAtMs', 'attemptVersion',
+                                                'leaseExpiresAtMs', 'executor', 'artifacts', 'attemptNo', 'leaseGeneration',
+                                                'leaseVersion', 'callbackSequence'],
+  jsonb_build_object('runStatus', 'cancelled', 'attemptStatus', 'cancelled', 'deadlineAtMs', null, 'startedAtMs', null,
+                     'runningAtMs', null, 'exitCode', null, 'errorCode', 'start.cancelled',
+                     'cancelRequestedAtMs', :n_cancel_at, 'cancelReason', 'user'),
+  'the Attempt and the Run end cancelled without a start time; the snapshot carries the intent');
+select results_eq(format('select * from pg_temp.event_types(%L)', :'n_run'),
+  $$values (1::bigint, 'run.queued'::text), (2, 'attempt.claimed'), (3, 'run.cancel_requested'),
+           (4, 'attempt.cancelled'), (5, 'run.cancelled')$$,
+  'no attempt.starting event: the Attempt ended straight from claimed');
+select ok(pg_temp.stream_ok(:'n_run'), 'the stream of the not-started Attempt is contiguous');
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(pg_temp.activate('starting', :'w', :'s', :'onn') ->> 'status', 'already_terminal',
+  'a replayed starting ACK after not_started answers already_terminal');
+reset role;
+select is(pg_temp.state(), :'before', 'and changes nothing');
+-- The replay just before spawn: the Attempt is already starting when the intent arrives.
+select pg_temp.mk_run(:'rev_timeout') as m_run \gset
+set local role ql_runtime;
+select pg_temp.pull(:'w', :'s') as om \gset
+select pg_temp.activate('starting', :'w', :'s', :'om') ->> 'status' as m_first \gset
+reset role;
+select ql.run_cancel_intent(:'m_run', 'timeout', 'system', null, ql.now_ms()) as m_seq \gset
+set local role ql_runtime;
+select pg_temp.activate('starting', :'w', :'s', :'om') as m_res \gset
+reset role;
+select is(:'m_first'::text, 'applied', 'setup: the first starting ACK applied');
+select is(:'m_res'::jsonb ->> 'status', 'not_started', 'the replay before spawn under a timeout intent answers not_started');
+select is(:'m_res'::jsonb -> 'snapshot' ->> 'attemptStatus', 'timed_out', 'the starting Attempt ends timed_out');
+select is(:'m_res'::jsonb -> 'snapshot' ->> 'cancelReason', 'timeout', 'the snapshot carries reason timeout');
+select ok(pg_temp.stream_ok(:'m_run'), 'the stream stays contiguous');
 
 -- 5. An Attempt claimed under generation 1 is fenced once the worker re-enrolled as generation 2.
 select pg_temp.mk_run(:'rev_plain') as g_run \gset

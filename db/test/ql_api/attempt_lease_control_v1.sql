@@ -2,7 +2,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(132);
+select plan(150);
 
 -- The rows a renewal writes, as text: (lease version, attempt version, run version, run event_sequence).
 create function pg_temp.versions(p_attempt uuid) returns text language sql
@@ -87,11 +87,40 @@ select is(:'res'::jsonb,
 select ok(:'res'::jsonb::text !~ :'d_hex' and :'res'::jsonb::text !~ 'token-a' and :'res'::jsonb::text !~ :'tok_hex',
   'renewed never echoes the token or its digest');
 
--- Old-version rollback: a stale or future expected version is fenced and nothing changes.
-select pg_temp.state() as before \gset
+-- Replay of a lost answer: the version just before the current one (2, renewed to 3) under the full
+-- fence answers the stored renewal, writes nothing, and reports the REMAINING time (renewedAtMs = now).
+select pg_temp.state() as before, ql.now_ms() as t0,
+       (select l.expires_at_ms from ql.run_leases l where l.attempt_id = :'a_a') as a_expires \gset
 set local role ql_runtime;
-select is(pg_temp.lease(:'a_w', :'a_s', :'a_o', 2), '{"status": "fenced", "reason": "stale_version"}',
-  'the old version 2 (already renewed to 3) is fenced stale_version');
+select pg_temp.lease(:'a_w', :'a_s', :'a_o', 2) as replay \gset
+reset role;
+select ql.now_ms() as t1 \gset
+select is(pg_temp.state(), :'before', 'a replay writes nothing (no version, row or event changes)');
+select is(:'replay'::jsonb - 'renewedAtMs',
+  jsonb_build_object('status', 'renewed', 'leaseVersion', 3, 'expiresAtMs', :a_expires,
+                     'deadlineAtMs', (:'res'::jsonb -> 'deadlineAtMs'), 'stopReason', null, 'cancelRequestedAtMs', null),
+  'a replay answers the stored renewal: the same version 3 and the stored expiry');
+select ok((:'replay'::jsonb ->> 'renewedAtMs')::bigint between :t0 and :t1,
+  'a replay''s renewedAtMs is database time now, so expiresAtMs - renewedAtMs is the time left');
+select ok((:'replay'::jsonb ->> 'expiresAtMs')::bigint - (:'replay'::jsonb ->> 'renewedAtMs')::bigint
+          <= (:'res'::jsonb ->> 'expiresAtMs')::bigint - (:'res'::jsonb ->> 'renewedAtMs')::bigint,
+  'the TTL a replay grants is never longer than the original renewal''s: the local expiry stays conservative');
+set local role ql_runtime;
+select is(pg_temp.lease(:'a_w', :'a_s', :'a_o', 2) - 'renewedAtMs', :'replay'::jsonb - 'renewedAtMs',
+  'a second replay answers the same');
+reset role;
+select is(pg_temp.state(), :'before', 'a second replay writes nothing either');
+set local role ql_runtime;
+select is(pg_temp.lease(:'a_w', :'a_s', :'a_o', 2, 'token-b'), '{"status": "fenced", "reason": "token_mismatch"}',
+  'a replay with another token is fenced token_mismatch: the full fence holds for replays');
+select is(ql_api.attempt_lease_control_v1(:'a_w', :'a_s', 2, :'a_p', :'a_r', :'a_a', :'a_oid', 1, :'d', 2),
+  '{"status": "fenced", "reason": "stale_generation"}', 'a replay under another Worker generation is fenced');
+select is(ql_api.attempt_lease_control_v1(:'a_w', :'a_s', 1, :'a_p', :'a_r', :'a_a', :'a_oid', 2, :'d', 2),
+  '{"status": "fenced", "reason": "stale_lease_generation"}', 'a replay under another lease generation is fenced');
+
+-- Old-version rollback: any older or future expected version is fenced and nothing changes.
+select is(pg_temp.lease(:'a_w', :'a_s', :'a_o', 1), '{"status": "fenced", "reason": "stale_version"}',
+  'version 1 (two renewals old) is fenced stale_version: only the one lost answer is replayed');
 reset role;
 select is(pg_temp.state(), :'before', 'old version is fenced and nothing changes');
 set local role ql_runtime;
@@ -496,6 +525,50 @@ select is(:'res_j'::jsonb,
                              'exitCode', 3, 'errorCode', null, 'endedAtMs', a.ended_at_ms)
      from ql.run_attempts a where a.id = :'j_a'),
   'a failed Attempt answers the exact terminal projection');
+
+-- ---------------------------------------------------------------------------------------------
+-- Scenario R (the lost-answer case): renew 1→2 commits, its answer is lost, then the task exits 0.
+select pg_temp.mk_scenario('{"argv": ["true"]}') as r_w \gset
+set local role ql_runtime;
+select o, o ->> 'sessionId' as s, o ->> 'runId' as r, o ->> 'attemptId' as a
+  from pg_temp.offer_at(:'r_w', 'running') o \gset r_
+select pg_temp.lease(:'r_w', :'r_s', :'r_o', 1) ->> 'leaseVersion' as r_lost \gset
+select is(pg_temp.complete(:'r_w', :'r_s', :'r_o', 1, 0), '{"status": "fenced", "reason": "stale_version"}',
+  'R: completion with the version whose renewal answer was lost stays fenced (the Worker replays lease control first)');
+select is(pg_temp.lease(:'r_w', :'r_s', :'r_o', 1) ->> 'leaseVersion', :'r_lost',
+  'R: the lease-control replay hands the Worker the version that committed');
+select is(pg_temp.complete(:'r_w', :'r_s', :'r_o', 2, 0) ->> 'runStatus', 'succeeded',
+  'R: completion with that version succeeds');
+reset role;
+select is((select count(*) from ql.run_attempts a where a.run_id = :'r_r'), 1::bigint,
+  'R: one Attempt: a lost answer did not make the Run run again');
+select ok(pg_temp.stream_ok(:'r_r'), 'R: the event stream stays contiguous');
+
+-- Scenario Q: a replay under a cancel intent answers stop_requested; a replay after expiry is fenced.
+select pg_temp.mk_scenario('{"argv": ["sleep", "60"]}') as q_w \gset
+set local role ql_runtime;
+select o, o ->> 'sessionId' as s, o ->> 'runId' as r, o ->> 'attemptId' as a
+  from pg_temp.offer_at(:'q_w', 'running') o \gset q_
+select pg_temp.lease(:'q_w', :'q_s', :'q_o', 1) as q_first \gset
+reset role;
+select ql.run_cancel_intent(:'q_r', 'user', 'user', null, ql.now_ms()) as q_seq \gset
+select pg_temp.state() as before,
+       (select r.cancel_requested_at_ms from ql.runs r where r.id = :'q_r') as q_cancel_at \gset
+set local role ql_runtime;
+select pg_temp.lease(:'q_w', :'q_s', :'q_o', 1) as q_replay \gset
+reset role;
+select is(:'q_replay'::jsonb - 'renewedAtMs',
+  jsonb_build_object('status', 'stop_requested', 'leaseVersion', 2, 'expiresAtMs', (:'q_first'::jsonb -> 'expiresAtMs'),
+                     'deadlineAtMs', null, 'stopReason', 'user', 'cancelRequestedAtMs', :q_cancel_at),
+  'Q: a replay under an existing intent answers stop_requested with the stored version and expiry');
+select is(pg_temp.state(), :'before', 'Q: the stop_requested replay writes nothing');
+select pg_temp.age_attempt(:'q_o', 100000);
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(pg_temp.lease(:'q_w', :'q_s', :'q_o', 1), '{"status": "fenced", "reason": "lease_expired"}',
+  'Q: a replay after the Lease expired is fenced lease_expired');
+reset role;
+select is(pg_temp.state(), :'before', 'Q: the fenced replay changes nothing');
 
 -- ---------------------------------------------------------------------------------------------
 -- No raw token anywhere in the database (ADR-0118 evidence 3): only its SHA-256 is stored.

@@ -1,7 +1,7 @@
 -- Tests ql_api.offer_pull_v1: offered (shape, rows, events, token digest only), oldest-first, pool, cancel intent, empty, invalid, fences; structure and grants.
 begin;
 \ir ../fixtures.psql
-select plan(72);
+select plan(73);
 
 -- Structure: one SECURITY DEFINER function, executable by the runtime role and nobody else.
 select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
@@ -174,7 +174,7 @@ select is(array(select k from jsonb_object_keys(:'pull1'::jsonb) k order by k), 
 select is(:'pull1'::jsonb ->> 'status', 'offered', 'a worker with capacity in a pool with work is offered');
 select is(array(select k from jsonb_object_keys(:'o1'::jsonb) k order by k),
   array['attemptId', 'attemptNo', 'leaseExpiresAtMs', 'leaseGeneration', 'leaseVersion', 'offerExpiresAtMs',
-        'offerId', 'plan', 'projectId', 'runId'],
+        'offerId', 'offeredAtMs', 'plan', 'projectId', 'runId'],
   'the offer carries exactly the documented keys (no token, no digest)');
 select is(:'o1'::jsonb ->> 'runId', :'r_old',
   'the oldest queued Run of the pool is offered first (older Runs of another pool or with a cancel intent are skipped)');
@@ -186,6 +186,8 @@ select is(array[:'o1'::jsonb ->> 'attemptNo', :'o1'::jsonb ->> 'leaseGeneration'
 select is(:'o1'::jsonb -> 'leaseExpiresAtMs', :'o1'::jsonb -> 'offerExpiresAtMs', 'the Lease expires with the offer');
 select ok((:'o1'::jsonb ->> 'offerExpiresAtMs')::bigint between :t0 + :offer_ttl and :t1 + :offer_ttl,
   'the offer expires at database time + offer TTL');
+select is((:'o1'::jsonb ->> 'offeredAtMs')::bigint + :offer_ttl, (:'o1'::jsonb ->> 'leaseExpiresAtMs')::bigint,
+  'offeredAtMs is the claim''s database time: the Worker''s first local expiry is its send instant + the offer TTL');
 select results_eq(
   format('select a.run_id, a.status::text, a.attempt_no, a.worker_id, a.worker_generation, a.offer_id, a.version,
                  a.callback_sequence, a.deadline_at_ms::bigint, a.started_at_ms::bigint, a.ended_at_ms::bigint

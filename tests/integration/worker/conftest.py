@@ -263,8 +263,10 @@ class SpyClient(WorkerIngressHttpsClient):
     ) -> ActivationResponse:
         return await self._spied(phase, body, super().activate(session, offer_id, phase, body))
 
-    async def lease_control(self, session: Session, body: LeaseControlRequest) -> LeaseControlResponse:
-        return await self._spied("lease-control", body, super().lease_control(session, body))
+    async def lease_control(
+        self, session: Session, body: LeaseControlRequest, *, timeout_s: float | None = None
+    ) -> LeaseControlResponse:
+        return await self._spied("lease-control", body, super().lease_control(session, body, timeout_s=timeout_s))
 
     async def upload(self, session: Session, offer_id: str, body: ArtifactUploadRequest) -> ArtifactStored:
         return await self._spied("artifacts", body, super().upload(session, offer_id, body))
@@ -297,7 +299,9 @@ class Seen:
 
 class Served:
     """The worker-ingress and user-API apps on loopback; every worker-ingress request is recorded.
-    `hold_pulls` makes the pull route wait (until `release_pulls`) after signalling `pull_arrived`."""
+    `hold_pulls` makes the pull route wait (until `release_pulls`) after signalling `pull_arrived`.
+    `lose[kind] = n`: the next n answers of that route are lost AFTER the handler ran (its transaction
+    committed): the connection is cut instead of answering, as a dropped link would."""
 
     def __init__(self, db: ShellDatabase, pki: Pki) -> None:
         self.db = db
@@ -307,6 +311,8 @@ class Served:
         self.hold_pulls = False
         self.pull_arrived = asyncio.Event()
         self.release_pulls = asyncio.Event()
+        self.lose: dict[str, int] = {}
+        self.lost: list[str] = []
         self._runners: dict[str, web.AppRunner] = {}
         self.shell: Shell | None = None
 
@@ -334,7 +340,12 @@ class Served:
             self.pull_arrived.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.release_pulls.wait(), 30)
-        return await handler(request)
+        response = await handler(request)
+        if self.lose.get(kind, 0) > 0:
+            self.lose[kind] -= 1
+            self.lost.append(kind)
+            transport.abort()  # the database committed; the answer never arrives
+        return response
 
     async def start(self) -> None:
         await self.db.open()
@@ -466,6 +477,11 @@ class Rig:
     def rows(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(query, params).fetchall()
 
+    def lease_version(self, run: str) -> int:
+        """The stored Lease version of the Run's (only) Attempt."""
+        sql = "select l.version from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where a.run_id = %s"
+        return int(self.one(sql, (run,)))
+
     def run_status(self, run: str) -> str:
         return str(self.one("select status from ql.runs where id = %s", (run,)))
 
@@ -509,7 +525,7 @@ class Rig:
         lc = WorkerRemoteExecutionHeadlessLifecycle(
             journal_path=self.journal_path,
             client=client if client is not None else self.client(),
-            executor=Executor(self.work_dir),
+            executor=Executor(self.work_dir, stop_grace_s=grace_s),
             controller=LocalProcessController(grace_s=grace_s),
             generation=1,
             capacity=capacity,

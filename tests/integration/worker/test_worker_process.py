@@ -28,15 +28,6 @@ from tests.integration.worker.conftest import (
 pytestmark = pytest.mark.db
 
 
-def _lease_version(rig: Rig, run: str) -> int:
-    return int(
-        rig.one(
-            "select l.version from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where a.run_id = %s",
-            (run,),
-        )
-    )
-
-
 async def test_a_worker_killed_mid_run_adopts_the_running_task_after_restart_and_reports_its_real_exit_code(
     rig: Rig,
 ) -> None:
@@ -52,7 +43,7 @@ async def test_a_worker_killed_mid_run_adopts_the_running_task_after_restart_and
                 record is not None
                 and record.state == "running_acknowledged"
                 and record.lease_expires_ns is not None
-                and record.lease_version == _lease_version(rig, run)
+                and record.lease_version == rig.lease_version(run)
             )
 
         # Kill it just after a renewal was persisted, so no lease control is in flight (tick = 1 s).
@@ -91,7 +82,8 @@ async def test_a_worker_killed_mid_run_adopts_the_running_task_after_restart_and
     assert after.data["exit_code"] == 7
     assert status_file(handle) == {"exitCode": 7, "signal": None}
     launches = sorted(p.name for p in (rig.work_dir / after.offer_id).iterdir())
-    assert launches == [f"{handle.launch_nonce}.log", f"{handle.launch_nonce}.status.json"]
+    nonce = handle.launch_nonce
+    assert launches == [f"{nonce}.identity.json", f"{nonce}.lease", f"{nonce}.log", f"{nonce}.status.json"]
 
 
 async def test_sigterm_stops_the_worker_in_order_within_its_shutdown_budget(rig: Rig) -> None:

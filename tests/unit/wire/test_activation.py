@@ -48,6 +48,8 @@ def snapshot(**changes: Any) -> dict[str, Any]:
         "endedAtMs": None,
         "exitCode": None,
         "errorCode": None,
+        "cancelRequestedAtMs": None,
+        "cancelReason": None,
         "executor": {"kind": "process", "version": 1},
         "artifacts": [],
     }
@@ -79,12 +81,14 @@ def test_the_response_is_the_sql_result_with_its_statuses() -> None:
     assert {frozenset(r) for r in results} == {frozenset(wire_keys(ActivationResponse))}
     sql_statuses = {
         "applied",
+        "not_started",
         "already_terminal",
         "already_starting",
         "already_running",
     }  # 'already_' || starting|running
     assert {r["status"] for r in results} == {
         "'applied'",
+        "'not_started'",
         "'already_terminal'",
         "'already_' || v_attempt.status",
     }
@@ -110,6 +114,8 @@ def test_a_full_snapshot_fits_the_16_kib_cap() -> None:
         leaseVersion=MAX_SAFE_INTEGER,
         errorCode="e" * 64,
         exitCode=255,
+        cancelRequestedAtMs=MAX_SAFE_INTEGER,
+        cancelReason="reconcile",
         artifacts=[receipt, {**receipt, "kind": "result"}],
     )
     body = encode({"schema": SCHEMA, "status": "already_terminal", "snapshot": big})
@@ -121,6 +127,8 @@ def test_a_full_snapshot_fits_the_16_kib_cap() -> None:
     ("changes", "code"),
     [
         ({"runStatus": "done"}, "wire.bad_enum"),
+        ({"cancelReason": "whim"}, "wire.bad_enum"),
+        ({"cancelRequestedAtMs": -1}, "wire.out_of_range"),
         ({"attemptStatus": "RUNNING"}, "wire.bad_enum"),
         ({"executor": {"kind": "docker", "version": 1}}, "wire.bad_enum"),
         ({"executor": None}, "wire.bad_type"),

@@ -38,6 +38,7 @@ def offer(**plan: Any) -> dict[str, Any]:
         "attemptNo": 1,
         "leaseGeneration": 1,
         "leaseVersion": 1,
+        "offeredAtMs": 1,
         "leaseExpiresAtMs": 2,
         "offerExpiresAtMs": 2,
         "plan": {"argv": ["/bin/true"], **plan},

@@ -39,8 +39,8 @@ from qinglong.worker.journal import (
 LEASE_LOST: set[State] = {"lease_lost_local_execution_stopped", "lease_lost_local_execution_unverified"}
 EXITS: set[State] = {"recovery_required", "control_plane_terminal", *LEASE_LOST}
 SPEC: dict[State, set[State]] = {
-    "accepted": {"starting_acknowledged", "start_failed", *EXITS},
-    "starting_acknowledged": {"launching", "start_failed", *EXITS},
+    "accepted": {"starting_acknowledged", "start_failed", "completed", *EXITS},
+    "starting_acknowledged": {"launching", "start_failed", "completed", *EXITS},
     "launching": {"started", "start_failed", *EXITS},
     "started": {"running_acknowledged", "completion_pending", *EXITS},
     "running_acknowledged": {"completion_pending", *EXITS},

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.worker.launch import recover_launch
 from qinglong.worker.process import (
     Executor,
     ExecutorRefused,
@@ -242,7 +243,10 @@ async def test_spawn_records_exit_code_and_log(executor: Executor, env: dict[str
     assert mode(handle.log_path) == 0o600
     assert mode(handle.status_path) == 0o600
     # no temporary status file left behind
-    assert listdir(folder) == sorted([Path(handle.log_path).name, Path(handle.status_path).name])
+    identity = executor.identity_path(Path(handle.log_path))
+    assert listdir(folder) == sorted([Path(handle.log_path).name, Path(handle.status_path).name, identity.name])
+    assert read_json(str(identity)) == {"pid": handle.pid, "startTime": handle.start_time, "bootId": handle.boot_id}
+    assert mode(str(identity)) == 0o600
     assert await await_until(lambda: LocalProcessController().verify(handle) == "exited")
 
 
@@ -653,3 +657,62 @@ def test_handle_round_trip_and_strict_shape() -> None:
     for bad in bad_shapes:
         with pytest.raises(ValueError):
             ProcessHandle.from_dict(bad)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- dead-man's switch, launch evidence
+
+
+async def test_the_dead_mans_switch_stops_the_whole_group_at_an_unextended_expiry(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    executor = Executor(tmp_path / "work", stop_grace_s=0.5)
+    # The task ignores TERM and leaves a grandchild in the group: both must be gone after the grace.
+    script = "trap '' TERM; sleep 30 & while :; do sleep 0.1; done"
+    expiry = boottime_ns() + 1_500_000_000
+    handle = await executor.spawn(
+        offer_id="offer-1", launch_nonce=uuid.uuid4().hex, argv=["sh", "-c", script], env=env,
+        timeout_ms=None, deadline_at_ms=None, lease_expires_boottime_ns=expiry,
+    )  # fmt: skip
+    assert await await_until(lambda: len(group_members(handle.pgid)) >= 3)
+    executor.extend_lease(handle, expiry + 1_000_000_000)  # one renewal: the switch moves with it
+    status = await wait_status(executor, handle)
+    stopped = boottime_ns()
+    assert status == ExitStatus(exit_code=None, signal=signal.SIGKILL)  # TERM was ignored: KILL after the grace
+    assert expiry + 1_000_000_000 <= stopped < expiry + 1_000_000_000 + 2_500_000_000, "not at the extended expiry"
+    assert await await_until(lambda: group_members(handle.pgid) == [])
+    assert b"the Lease expired locally" in executor.read_log(handle, 1 << 16)
+
+
+async def test_a_renewal_can_move_the_switch_earlier(tmp_path: Path, env: dict[str, str]) -> None:
+    executor = Executor(tmp_path / "work", stop_grace_s=0.2)
+    handle = await executor.spawn(
+        offer_id="offer-1", launch_nonce=uuid.uuid4().hex, argv=["sleep", "30"], env=env,
+        timeout_ms=None, deadline_at_ms=None, lease_expires_boottime_ns=boottime_ns() + 60_000_000_000,
+    )  # fmt: skip
+    executor.extend_lease(handle, boottime_ns() + 500_000_000)  # a short Lease TTL after a long offer TTL
+    assert await wait_status(executor, handle) == ExitStatus(exit_code=None, signal=signal.SIGTERM)
+
+
+def test_launch_evidence_without_a_log_proves_the_spawn_never_happened(executor: Executor) -> None:
+    found = recover_launch(executor, "offer-1", "nonce-1")
+    assert (found.handle, found.never_started) == (None, True)
+
+
+def test_launch_evidence_with_a_log_but_no_wrapper_identity_proves_the_task_never_started(executor: Executor) -> None:
+    log, _ = executor.paths("offer-1", "nonce-1")
+    log.parent.mkdir(parents=True)
+    log.touch()
+    found = recover_launch(executor, "offer-1", "nonce-1")
+    assert (found.handle, found.never_started) == (None, True)
+
+
+async def test_launch_evidence_adopts_the_running_wrapper_and_a_corrupt_identity_needs_an_operator(
+    executor: Executor, env: dict[str, str]
+) -> None:
+    handle = await spawn(executor, ["sleep", "30"], env)
+    found = recover_launch(executor, "offer-1", handle.launch_nonce)
+    assert found.handle == handle and not found.never_started
+    executor.identity_path(Path(handle.log_path)).write_text("{not json")
+    corrupt = recover_launch(executor, "offer-1", handle.launch_nonce)
+    assert (corrupt.handle, corrupt.never_started) == (None, False)
+    assert await LocalProcessController(grace_s=0.2).stop(handle) == "stopped"

@@ -1,0 +1,217 @@
+"""A lost answer never stops, repeats or strands a task (ARCHITECTURE §4.5, docs/decisions/0004):
+answers cut after the database committed (the shell's own middleware aborts the connection), a
+cancel accepted before the start, a Worker frozen or killed past its Lease (the runner's dead-man's
+switch), and a restart in the middle of a launch (recovered from the launch's evidence).
+Touches: a fresh database, the in-process shell on TLS 1.3 loopback, real task processes, Worker
+processes (this process is their child subreaper meanwhile), the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from qinglong.wire import LeaseRenewed
+from qinglong.worker.client import Refused, TransportError
+from qinglong.worker.process import Executor, boottime_ns
+from tests.integration.worker.conftest import (
+    ENDED_RUN,
+    Call,
+    Rig,
+    child_subreaper,
+    only_record,
+    poll,
+    running,
+    status_file,
+)
+
+pytestmark = pytest.mark.db
+
+
+def _events_ok(rig: Rig, run: str) -> None:
+    """Contiguous sequence from 1, no duplicated event type per Attempt."""
+    seqs = [int(s) for (s,) in rig.rows("select sequence from ql.run_events where run_id = %s order by 1", (run,))]
+    assert seqs == list(range(1, len(seqs) + 1))
+    types = [t for t, _, _ in rig.events(run)]
+    assert len(types) == len(set(types)), types
+
+
+async def test_a_renewal_answer_lost_before_an_exit_0_completes_once_without_a_rerun(rig: Rig) -> None:
+    rig.set_lease_ttl(5000)
+    run = rig.add_run({"argv": ["sh", "-c", "sleep 1"], "maxAttempts": 1})
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    rig.served.lose["lease-control"] = 1  # the first renewal commits; its answer is cut
+    await rig.tick_until(lc, lambda: rig.served.lost == ["lease-control"])
+    assert isinstance(client.named("lease-control")[0].error, TransportError)
+    assert rig.lease_version(run) == 2 and rig.record().lease_version == 1, "committed, not journaled"
+    handle = rig.record().handle
+    assert handle is not None
+    await poll(lambda: status_file(handle) is not None, within=10)  # the task exits 0 meanwhile
+
+    await rig.tick_until(lc, lambda: rig.run_status(run) in ENDED_RUN)
+    assert rig.run_status(run) == "succeeded"
+    completions = client.named("completion")
+    assert isinstance(completions[0].error, Refused) and completions[0].error.code == "fenced.stale_version"
+    replay = next(c for c in client.named("lease-control") if c.started_ns > completions[0].started_ns)
+    assert isinstance(replay.result, LeaseRenewed) and replay.result.lease_version == 2
+    assert completions[-1].error is None and len(completions) == 2
+    [attempt] = rig.attempts(run)
+    assert (attempt["status"], attempt["exit_code"]) == ("succeeded", 0)
+    assert rig.record().state == "completed"
+    _events_ok(rig, run)
+
+
+async def test_renewal_answers_lost_while_the_task_runs_never_stop_it(rig: Rig) -> None:
+    rig.set_lease_ttl(4000)
+    run = rig.add_run({"argv": ["sh", "-c", "sleep 3"], "maxAttempts": 1})
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged")
+    handle = rig.record().handle
+    assert handle is not None
+    rig.served.lose["lease-control"] = 2  # two renewals in a row commit and lose their answers
+    await rig.tick_until(lc, lambda: rig.run_status(run) in ENDED_RUN, every=0.4)
+    assert rig.served.lost == ["lease-control", "lease-control"]
+    assert rig.run_status(run) == "succeeded"
+    assert status_file(handle) == {"exitCode": 0, "signal": None}, "a lost answer stopped a healthy task"
+    refused = [c for c in client.calls if isinstance(c.error, Refused)]
+    assert refused == [], [(c.name, c.error) for c in refused]
+    assert len(rig.attempts(run)) == 1
+    _events_ok(rig, run)
+
+
+@pytest.mark.parametrize("after", ["pull", "starting"])
+async def test_a_cancel_accepted_before_the_start_spawns_nothing(rig: Rig, after: str) -> None:
+    """The intent is written right after the pull's answer (the Attempt is claimed) or right after the
+    first starting ACK (the replay just before the spawn sees it): either way nothing is spawned."""
+    run = rig.add_run({"argv": ["sh", "-c", "echo must-not-run"]})
+    client = rig.client()
+    written: list[Call] = []
+
+    def cancel(call: Call) -> None:
+        if call.name == after and not written:
+            written.append(call)
+            rig.one("select ql.run_cancel_intent(%s, 'user', 'user', null, ql.now_ms())", (run,))
+
+    client.on_answer = cancel
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "completed")
+    assert written, "the cancel was never injected"
+    assert rig.run_status(run) == "cancelled"
+    [attempt] = rig.rows(
+        "select status::text, error_code, started_at_ms is null from ql.run_attempts where run_id = %s", (run,)
+    )
+    assert attempt == ("cancelled", "start.cancelled", after == "pull")
+    record = rig.record()
+    assert record.handle is None and record.data["launch_nonce"] is None
+    assert not (rig.work_dir / record.offer_id).exists(), "a launch folder exists: something was spawned"
+    assert record.data["reason"] == "not started: user intent"
+    _events_ok(rig, run)
+
+
+@pytest.mark.parametrize("fault", ["SIGSTOP", "SIGKILL"])
+async def test_a_frozen_or_dead_worker_cannot_let_its_task_outlive_the_lease(rig: Rig, fault: str) -> None:
+    ttl_ms, grace_s = 3000, 1.0
+    rig.set_lease_ttl(ttl_ms)
+    run = rig.add_run({"argv": ["sleep", "60"]})
+    config = rig.write_config(tick_seconds=0.5)  # stop_grace_seconds = 1.0
+    with child_subreaper():
+        worker = rig.start_worker_process(config)
+
+        def renewed() -> bool:
+            record = only_record(rig.journal_path)
+            return record is not None and record.state == "running_acknowledged" and record.lease_version >= 3
+
+        await poll(renewed, within=20)
+        worker.popen.send_signal(getattr(signal, fault))
+        await asyncio.sleep(0.3)  # a renewal in flight lands in the journal or not at all
+        record = rig.record()
+        handle, local_expiry = record.handle, record.lease_expires_ns
+        assert handle is not None and local_expiry is not None
+        db_expiry_ms = int(rig.one("select expires_at_ms from ql.run_leases l join ql.run_attempts a "
+                                   "on a.id = l.attempt_id where a.run_id = %s", (run,)))  # fmt: skip
+        db_left_s = (db_expiry_ms - rig.db_now_ms()) / 1000
+        await poll(lambda: not running(handle.pid, handle.start_time), within=ttl_ms / 1000 + grace_s + 5, every=0.05)
+        stopped_at = boottime_ns()
+        lag_s = (stopped_at - local_expiry) / 1e9
+        assert lag_s <= grace_s + 1.0, f"the task outlived its local expiry by {lag_s:.2f} s"
+        assert status_file(handle) == {"exitCode": None, "signal": signal.SIGTERM}
+        assert b"the Lease expired locally" in await asyncio.to_thread(Path(handle.log_path).read_bytes)
+        # The database's expiry is later than the local one: nothing of this Attempt runs past it.
+        assert (stopped_at - local_expiry) / 1e9 <= db_left_s + grace_s + 1.0
+        assert rig.run_status(run) == "running"  # the database decides the rest (lost, retry) by itself
+        if fault == "SIGSTOP":
+            worker.popen.send_signal(signal.SIGKILL)
+        worker.kill()
+
+
+def _rewrite(rig: Rig, state: str, **changes: object) -> None:
+    """Rewrite the one journal record as a crash would have left it (cas never moves backwards)."""
+    conn = sqlite3.connect(rig.journal_path)
+    try:
+        with conn:
+            data = json.loads(conn.execute("select data from inbox").fetchone()[0])
+            data.update(changes)
+            text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            conn.execute("update inbox set state = ?, data = ?", (state, text))
+    finally:
+        conn.close()
+
+
+async def test_a_restart_mid_launch_adopts_the_spawned_task_from_its_evidence(rig: Rig) -> None:
+    rig.set_lease_ttl(5000)
+    run = rig.add_run({"argv": ["sh", "-c", "sleep 2; exit 4"], "maxAttempts": 1})
+    lc = rig.lifecycle()
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged")
+    handle = rig.record().handle
+    assert handle is not None
+    await lc.stop()
+    _rewrite(rig, "launching", handle=None)  # a crash right after the spawn: the handle was never journaled
+
+    again = rig.lifecycle()
+    await again.start()
+    record = rig.record()
+    assert record.handle == handle, f"not adopted: {record.state} {record.data.get('reason')}"
+    assert not again.failed_closed
+    await rig.tick_until(again, lambda: rig.run_status(run) in ENDED_RUN)
+    [attempt] = rig.attempts(run)
+    assert (attempt["status"], attempt["exit_code"]) == ("failed", 4)
+    assert status_file(handle) == {"exitCode": 4, "signal": None}
+    _events_ok(rig, run)
+
+
+async def test_a_restart_mid_launch_before_the_spawn_reports_a_start_that_never_ran(rig: Rig) -> None:
+    rig.set_lease_ttl(5000)
+    run = rig.add_run({"argv": ["sleep", "30"], "maxAttempts": 1})
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged")
+    handle = rig.record().handle
+    assert handle is not None
+    await lc.stop()
+    # A crash after `launching` was journaled with a fresh nonce, before that nonce's log existed.
+    nonce = "0" * 32
+    log, _ = Executor(rig.work_dir).paths(rig.record().offer_id, nonce)
+    assert not log.exists()
+    _rewrite(rig, "launching", handle=None, launch_nonce=nonce)
+
+    again = rig.lifecycle()
+    await again.start()
+    record = rig.record()
+    assert record.data["error_code"] == "launch.never_started", record.data.get("reason")
+    assert not again.failed_closed, "provable evidence must not fail the Worker closed"
+    # The database hears a start failure (the Attempt was `running` there, so it is fenced: the Run is
+    # then the database's to recover); the record leaves the Worker's active set either way.
+    assert record.state in ("completed", "control_plane_terminal"), record.state
+    assert rig.run_status(run) != "succeeded"
