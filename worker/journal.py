@@ -176,6 +176,11 @@ def _private_file(path: Path, create: bool) -> None:
         raise JournalError(f"{path} must be a regular file of mode 0600 (is {stat.filemode(st.st_mode)})")
 
 
+def _file_identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 class Journal:
     """An open journal this process owns exclusively. Build it with `Journal.open`."""
 
@@ -184,6 +189,19 @@ class Journal:
         self._conn: sqlite3.Connection | None = conn
         self._lock_fd = lock_fd
         self._mutex = threading.Lock()
+        self._identity = _file_identity(path)
+
+    def replaced(self) -> bool:
+        """The journal or its lock file was deleted or replaced under this owner (file identity): its
+        writes no longer reach what a restart would read, and another owner could lock a new file."""
+        try:
+            lock = os.fstat(self._lock_fd)
+            return _file_identity(self.path) != self._identity or _file_identity(self.path.with_suffix(".lock")) != (
+                lock.st_dev,
+                lock.st_ino,
+            )
+        except OSError:
+            return True
 
     @classmethod
     def open(cls, path: Path) -> Journal:

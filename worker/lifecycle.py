@@ -6,7 +6,8 @@ through the Processor, the coordinator and the one client it is given.
 - start(): take exclusive journal ownership, open a session, page the whole journal (≤ 64 a page)
   through the Processor and coordinator BEFORE any pull; a `recovery_required` record, found or
   produced, fails the lifecycle closed: it never pulls again.
-- tick(): heartbeat the session, supervise ≤ page_size records from a stable cursor, re-check the
+- tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced
+  under it; else heartbeat the session, supervise ≤ page_size records from a stable cursor, re-check the
   abort signal, then pull ≤ 1 offer when capacity allows and no lease loss, control-plane terminal
   or recovery fact appeared in this tick. Concurrent ticks coalesce into one.
 - stop(): mark stopping, abort an in-flight pull, await in-flight work, then release ownership.
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -30,6 +33,7 @@ from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.process import Executor, LocalProcessController, boottime_ns
 from qinglong.worker.processor import Processor
 
+log = logging.getLogger("qinglong.worker")
 STARTUP_PAGE: Final = 64
 CONTINUABLE: Final[frozenset[State]] = frozenset(
     {"accepted", "starting_acknowledged", "launching", "started", "start_failed"}
@@ -142,6 +146,13 @@ class WorkerRemoteExecutionHeadlessLifecycle:
     async def _run_tick(self) -> None:
         journal = self._journal
         assert journal is not None
+        if journal.replaced():
+            # Writes would no longer reach what a restart reads: renew nothing, pull nothing. Every
+            # task then stops at its local expiry (the runner's switch) and the database recovers it.
+            if not self.failed_closed:
+                log.error(json.dumps({"event": "journal.replaced", "journal": str(journal.path)}))
+            self.failed_closed = True
+            return
         try:
             await self._heartbeat()
         except ClientError:

@@ -36,6 +36,8 @@ from qinglong.worker.journal import JournalBusy, JournalError
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
 from qinglong.worker.process import Executor, LocalProcessController
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 class ConfigError(Exception):
     """A one-line reason the Worker cannot start."""
@@ -84,8 +86,9 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     """Run until `stop` is set (or SIGTERM/SIGINT); return the exit code."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     client = WorkerIngressHttpsClient(config.origin, config.worker_id, config.credentials)
     lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
         journal_path=config.journal,
@@ -130,6 +133,8 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Held pending until run() has its handlers: a SIGTERM during start-up still stops in order.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     parser = argparse.ArgumentParser(prog="qinglong-worker", description="Run a Qinglong remote Worker")
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd = sub.add_parser("run", help="run until SIGTERM")

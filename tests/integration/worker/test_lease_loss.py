@@ -82,7 +82,9 @@ async def test_an_unreachable_control_plane_past_the_lease_stops_the_process_loc
     expiry = record.lease_expires_ns
     assert expiry is not None
     assert record.state == "lease_lost_local_execution_stopped"
-    assert record.data["reason"] == "local lease expired: stopped"
+    # The Worker's own stop and the runner's dead-man's switch act at the same local expiry: either
+    # may be first, so the Worker finds the task stopped by itself or already exited.
+    assert record.data["reason"] in ("local lease expired: stopped", "local lease expired: already_exited")
 
     # The expiry is conservative: the TTL the database granted, counted from the instant the renewal was sent.
     last_renewal = [c for c in client.named("lease-control") if c.error is None][-1]

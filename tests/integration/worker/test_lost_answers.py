@@ -215,3 +215,26 @@ async def test_a_restart_mid_launch_before_the_spawn_reports_a_start_that_never_
     # then the database's to recover); the record leaves the Worker's active set either way.
     assert record.state in ("completed", "control_plane_terminal"), record.state
     assert rig.run_status(run) != "succeeded"
+
+
+async def test_a_journal_deleted_under_a_running_worker_fails_closed_and_the_task_stops_at_its_lease(
+    rig: Rig,
+) -> None:
+    rig.set_lease_ttl(3000)
+    run = rig.add_run({"argv": ["sleep", "60"]})
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged" and rig.record().lease_version >= 2)
+    record = rig.record()
+    handle, local_expiry = record.handle, record.lease_expires_ns
+    assert handle is not None and local_expiry is not None
+    rig.journal_path.unlink()  # an operator's mistake, or a disk cleaner
+    calls = len(client.calls)
+    await lc.tick()
+    assert lc.failed_closed
+    assert client.calls[calls:] == [], "a Worker without its journal still called the control plane"
+    await poll(lambda: not running(handle.pid, handle.start_time), within=3 + 1 + 3, every=0.05)
+    assert (boottime_ns() - local_expiry) / 1e9 <= 1.0 + 1.0, "the task outlived its local expiry"
+    assert status_file(handle) == {"exitCode": None, "signal": signal.SIGTERM}
+    assert rig.run_status(run) == "running"  # the database recovers it (lost, retried) by itself
