@@ -28,7 +28,7 @@ class Inbox:
     offer: OfferOffered
     session_id: str
     lease_version: int
-    # The conservative local Lease expiry (ARCHITECTURE §7): the send instant of the call that granted
+    # The conservative local Lease expiry: the send instant of the call that granted
     # the Lease plus the time the database said was left. None only in records older than offeredAtMs.
     lease_expires_boottime_ns: int | None = None
     boot_id: str | None = None
@@ -52,9 +52,9 @@ class Inbox:
     def accepted(cls, offered: OfferOffered, session_id: str, sent_at_ns: int) -> Inbox:
         """A new record for an offer whose pull was sent at `sent_at_ns` (CLOCK_BOOTTIME)."""
         o = offered.offer
-        return cls(offer=offered, session_id=session_id, lease_version=o.lease_version).granted(
-            o.lease_version, sent_at_ns, o.lease_expires_at_ms - o.offered_at_ms
-        )
+        left_ms = o.lease_expires_at_ms - o.offered_at_ms
+        inbox = cls(offer=offered, session_id=session_id, lease_version=o.lease_version)
+        return inbox.granted(o.lease_version, sent_at_ns, left_ms)
 
     def granted(self, lease_version: int, sent_at_ns: int, left_ms: int) -> Inbox:
         """The Lease as a call sent at `sent_at_ns` left it: `left_ms` to run, counted from the send."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
 import qinglong
+from qinglong.worker.runner import stat_fields, write_atomically
 
 __all__ = [
     "Executor",
@@ -160,15 +161,7 @@ class _Stat:
 
 
 def _parse_stat(data: bytes) -> _Stat:
-    """Parse /proc/<pid>/stat. The comm (field 2) may hold spaces and parentheses, so the fields
-    after it are split after the LAST ')'."""
-    close = data.rfind(b")")
-    if close < 0:
-        raise ValueError("malformed /proc stat line")
-    rest = data[close + 1 :].split()
-    # rest[0] is field 3 (state), rest[2] field 5 (pgrp), rest[19] field 22 (starttime).
-    if len(rest) < 20:
-        raise ValueError("short /proc stat line")
+    rest = stat_fields(data)
     return _Stat(rest[0].decode("ascii", "replace"), int(rest[2]), int(rest[19]))
 
 
@@ -366,16 +359,6 @@ def _wait_own_child(pid: int) -> int:
         return 0
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 class Executor:
     """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700). `stop_grace_s`
     is the wrapper's own TERM→KILL grace when its dead-man's switch fires."""
@@ -400,7 +383,7 @@ class Executor:
         leaves the old expiry in force, which stops the task early rather than late)."""
         path = self.lease_path(handle)
         if path.exists():
-            _write_atomically(path, str(expires_boottime_ns).encode())
+            write_atomically(path, str(expires_boottime_ns).encode(), durable=False)
 
     def paths(self, offer_id: str, launch_nonce: str) -> tuple[Path, Path]:
         """(log, status) paths of one launch."""
@@ -453,7 +436,7 @@ class Executor:
         cmd += ["--identity", str(self.identity_path(log_path))]
         if lease_expires_boottime_ns is not None:
             lease_path = self.lease_path(log_path)
-            _write_atomically(lease_path, str(lease_expires_boottime_ns).encode())
+            write_atomically(lease_path, str(lease_expires_boottime_ns).encode(), durable=False)
             cmd += ["--lease", str(lease_path), "--grace", repr(float(self._stop_grace_s))]
         cmd += ["--ready-fd", str(ready_target), "--", *task_argv]
         try:

@@ -135,6 +135,13 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
 def main(argv: Sequence[str] | None = None) -> int:
     # Held pending until run() has its handlers: a SIGTERM during start-up still stops in order.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        return _main(argv)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="qinglong-worker", description="Run a Qinglong remote Worker")
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd = sub.add_parser("run", help="run until SIGTERM")

@@ -119,27 +119,48 @@ def _write_identity(path: str) -> None:
         stat = f.read()
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
         boot = f.read().strip()
-    start_time = int(stat[stat.rfind(b")") + 1 :].split()[19])  # field 22
+    start_time = int(stat_fields(stat)[19])  # field 22
     _write_json_atomically(path, {"pid": os.getpid(), "startTime": start_time, "bootId": boot})
 
 
 def _write_json_atomically(path: str, obj: dict[str, object]) -> None:
-    data = json.dumps(obj, separators=(",", ":")).encode()
+    write_atomically(path, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` at once: tmp file (0600), rename; `durable` adds fsync of the file
+    and of its folder (a status must survive a crash; a lease file need not survive a reboot)."""
+    path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not durable:
+        return
     dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def stat_fields(data: bytes) -> list[bytes]:
+    """The fields of a /proc/<pid>/stat line after the comm (field 3 on). The comm may hold spaces
+    and parentheses, so they are split after the LAST ')'. ValueError on a malformed line."""
+    close = data.rfind(b")")
+    if close < 0:
+        raise ValueError("malformed /proc stat line")
+    rest = data[close + 1 :].split()
+    if len(rest) < 20:  # rest[0] is field 3 (state), rest[2] field 5 (pgrp), rest[19] field 22 (starttime)
+        raise ValueError("short /proc stat line")
+    return rest
 
 
 def _signal_ready(ready_fd: int | None) -> None:
@@ -188,11 +209,10 @@ def _group_members(pgid: int) -> list[int]:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
+                pgrp = int(stat_fields(f.read())[2])
+        except (OSError, ValueError):
             continue
-        rest = data[data.rfind(b")") + 1 :].split()
-        if len(rest) > 2 and rest[2] == str(pgid).encode():
+        if pgrp == pgid:
             members.append(int(name))
     return members
 

@@ -1,4 +1,4 @@
-"""A lost answer never stops, repeats or strands a task (ARCHITECTURE §4.5, docs/decisions/0004):
+"""A lost answer never stops, repeats or strands a task (docs/decisions/0004):
 answers cut after the database committed (the shell's own middleware aborts the connection), a
 cancel accepted before the start, a Worker frozen or killed past its Lease (the runner's dead-man's
 switch), and a restart in the middle of a launch (recovered from the launch's evidence).
@@ -19,6 +19,7 @@ import pytest
 from qinglong.wire import LeaseRenewed
 from qinglong.worker.client import Refused, TransportError
 from qinglong.worker.process import Executor, boottime_ns
+from tests.integration.db.factories import duplicate_events, stream_faults
 from tests.integration.worker.conftest import (
     ENDED_RUN,
     Call,
@@ -34,9 +35,8 @@ pytestmark = pytest.mark.db
 
 
 def _events_ok(rig: Rig, run: str) -> None:
-    """Contiguous sequence from 1, no duplicated event type per Attempt."""
-    seqs = [int(s) for (s,) in rig.rows("select sequence from ql.run_events where run_id = %s order by 1", (run,))]
-    assert seqs == list(range(1, len(seqs) + 1))
+    """Every Run's events contiguous from 1, no duplicated event, no event type twice in this Run."""
+    assert stream_faults(rig.conn) == [] and duplicate_events(rig.conn) == (0, 0)
     types = [t for t, _, _ in rig.events(run)]
     assert len(types) == len(set(types)), types
 
@@ -206,15 +206,21 @@ async def test_a_restart_mid_launch_before_the_spawn_reports_a_start_that_never_
     assert not log.exists()
     _rewrite(rig, "launching", handle=None, launch_nonce=nonce)
 
-    again = rig.lifecycle()
+    spy = rig.client()
+    again = rig.lifecycle(spy)
     await again.start()
     record = rig.record()
     assert record.data["error_code"] == "launch.never_started", record.data.get("reason")
     assert not again.failed_closed, "provable evidence must not fail the Worker closed"
-    # The database hears a start failure (the Attempt was `running` there, so it is fenced: the Run is
-    # then the database's to recover); the record leaves the Worker's active set either way.
-    assert record.state in ("completed", "control_plane_terminal"), record.state
-    assert rig.run_status(run) != "succeeded"
+    # The database hears the start failure; the Attempt is `running` there (this journal was rewritten
+    # under it), so it is fenced and the record is isolated: the Run is the database's to recover.
+    [failure] = spy.named("start-failure")
+    assert isinstance(failure.error, Refused) and failure.error.code == "fenced.state_drift"
+    assert record.state == "control_plane_terminal"
+    assert rig.run_status(run) == "running"
+    # The first launch's task is now nobody's: its own dead-man's switch stops it at its Lease.
+    await poll(lambda: not running(handle.pid, handle.start_time), within=5 + 1 + 3, every=0.05)
+    assert status_file(handle) == {"exitCode": None, "signal": signal.SIGTERM}
 
 
 async def test_a_journal_deleted_under_a_running_worker_fails_closed_and_the_task_stops_at_its_lease(
