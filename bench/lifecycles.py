@@ -15,6 +15,7 @@ import functools
 import hashlib
 import secrets
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -73,7 +74,7 @@ async def through_shell(env: Env, who: list[Identity], seconds: float, meter: Cp
         sessions = await asyncio.gather(*(c.open_session(capacity=1, generation=1) for c in clients))
 
         async def lifecycle(client: WorkerIngressHttpsClient, session: Session) -> bool:
-            offered = await client.pull(session)
+            offered = await client.pull(session, str(uuid.uuid4()))
             if not isinstance(offered, OfferOffered):
                 return False
             o = offered.offer

@@ -147,6 +147,7 @@ RUN = "e0000000-0000-4000-8000-000000000006"
 ATTEMPT = "e0000000-0000-4000-8000-000000000007"
 OFFER = "f0000000-0000-4000-8000-000000000008"
 ARTIFACT = "f0000000-0000-4000-8000-000000000009"
+PULL = "f0000000-0000-4000-8000-00000000000a"
 # Fake secrets, 43 characters each: valid as 32 bytes of base64url, and obviously not real.
 LEASE_TOKEN = "FAKE-lease-token-for-the-docs-only-0000000A"  # noqa: S105
 SESSION_KEY = "FAKE-session-key-for-the-docs-only-0000000A"
@@ -230,7 +231,7 @@ def examples() -> dict[type[Message], Message]:
         ),
         WorkerSessionHeartbeatRequest(worker_generation=1),
         WorkerSessionAlive(session_id=SESSION, expires_at_ms=T0 + 150_000),
-        OfferPullRequest(),
+        OfferPullRequest(pull_id=PULL),
         OfferOffered(
             offer=Offer(
                 offer_id=OFFER,

@@ -30,7 +30,7 @@ signed() {  # signed PATH BODY → the response body
     -H "Authorization: ql3w worker=$WORKER, session=$session, gen=$GEN, ts=$ts, sig=$sig"
 }
 
-pulled=$(signed /offers:pull '{"schema":"qinglong/remote-offer@v1"}')
+pulled=$(signed /offers:pull "{\"schema\":\"qinglong/remote-offer@v1\",\"pullId\":\"$(cat /proc/sys/kernel/random/uuid)\"}")
 [ "$(jq -r .status <<<"$pulled")" = offered ] || { echo "nothing offered: $pulled"; exit 1; }
 offer=$(jq -r .offer.offerId <<<"$pulled")
 fence=$(jq -c --argjson gen "$GEN" '{workerGeneration: $gen, projectId: .offer.projectId, runId: .offer.runId,

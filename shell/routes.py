@@ -166,7 +166,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route(
         "worker.offers.pull", "POST", SESSION_BASE + "/offers:pull", "worker", _const(OfferPullRequest),
         "offer_pull_v1",
-        lambda c: (c.worker_id, c.session_id, c.generation, token_digest(c.minted_token or "")),
+        lambda c: (c.worker_id, c.session_id, c.generation, token_digest(c.minted_token or ""), _b(c).pull_id),
         OFFER_RESPONSES, shell_fields=_lease_token, mints_token=True,
     ),
     Route(

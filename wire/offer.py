@@ -1,6 +1,7 @@
 """qinglong/remote-offer@v1: a Worker pulls one offer. Touches nothing: declarations.
 
-Pull (`POST …/sessions/{sessionId}/offers:pull`): a body with nothing but the schema. The answer is
+Pull (`POST …/sessions/{sessionId}/offers:pull`): a body with the pull's id (persisted by the Worker
+before it sends, so a replay after a lost answer is recognised). The answer is
 ql_api.offer_pull_v1's result: `offered` with its exact `offer` object (ids, attempt number, lease
 generation/version/expiry, offer expiry and the pinned plan exactly as ql.plan_is_valid admits it)
 plus, beside it, the raw `leaseToken` the shell made (the database only ever sees its SHA-256), or
@@ -10,7 +11,7 @@ plus, beside it, the raw `leaseToken` the shell made (the database only ever see
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from qinglong.wire.codec import KIB
 from qinglong.wire.common import MAX_INT32, TIME_MS
@@ -30,6 +31,7 @@ from qinglong.wire.fields import (
 )
 
 OFFER_SCHEMA: Final = "qinglong/remote-offer@v1"
+EmptyReason = Literal["no_work", "at_capacity", "pull_spent"]
 # The plan's own limits (the wire's; ql.plan_is_valid bounds argv to 256 items but not lengths).
 ARGV_MAX_ITEMS: Final = 256
 ARG_MAX_CHARS: Final = 4096
@@ -75,10 +77,14 @@ class Offer(Record):
 
 
 class OfferPullRequest(Message):
-    """Body of a pull: the schema only (Worker, session and generation are bound by the path and session)."""
+    """Body of a pull: the id the Worker persisted before sending it, so a pull replayed after a lost
+    answer gets the same offer (or `pull_spent`), never a second claim. Worker, session and generation
+    are bound by the path and session."""
 
     SCHEMA = OFFER_SCHEMA
     CAP = 4 * KIB
+
+    pull_id: str = wire(Uuid())
 
 
 class OfferOffered(Message):
@@ -93,13 +99,14 @@ class OfferOffered(Message):
 
 
 class OfferEmpty(Message):
-    """Nothing offered: no queued work in the pool, or the session is at capacity."""
+    """Nothing offered: no queued work in the pool, the session is at capacity, or the replayed pull
+    id's offer can no longer be handed out (`pull_spent`: it started, ended or expired)."""
 
     SCHEMA = OFFER_SCHEMA
     CAP = 128 * KIB
 
     status: Literal["empty"] = wire(Enum(("empty",)), default="empty")
-    reason: Literal["no_work", "at_capacity"] = wire(Enum(("no_work", "at_capacity")))
+    reason: EmptyReason = wire(Enum(get_args(EmptyReason)))
 
 
 OfferResponse = OfferOffered | OfferEmpty

@@ -240,8 +240,9 @@ class WorkerIngressHttpsClient:
         body = WorkerSessionHeartbeatRequest(worker_generation=session.generation)
         return await self._call(self._base(session) + "/heartbeat", body, WorkerSessionAlive, session)
 
-    async def pull(self, session: Session) -> OfferResponse:
-        return await self._call(self._base(session) + "/offers:pull", OfferPullRequest(), OFFER_RESPONSES, session)
+    async def pull(self, session: Session, pull_id: str) -> OfferResponse:
+        body = OfferPullRequest(pull_id=pull_id)
+        return await self._call(self._base(session) + "/offers:pull", body, OFFER_RESPONSES, session)
 
     async def activate(
         self,

@@ -7,6 +7,9 @@ owner dies). The journal holds lease tokens: folder created 0700, files 0600; `o
 WAL or SHM file that is not a regular file or grants group/others any permission. Nothing happens at
 import or construction: `Journal.open` is the only thing that touches the disk. Thread-safe (a mutex).
 
+Beside the records, a `meta` table holds Worker-level values (`meta`/`set_meta`), such as the id of
+a pull that was sent but not yet answered.
+
 `seq` is the insertion order (the keyset cursor of `page`); `revision` is 1 on insert, +1 per `cas`.
 `data` is the caller's JSON object, checked before anything is written (TypeError unless made of
 str-keyed mappings, lists/tuples, str, int, bool, None, finite floats, nesting ≤ 64), stored
@@ -79,6 +82,7 @@ _SCHEMA: Final = f"""CREATE TABLE IF NOT EXISTS inbox (
     state      TEXT    NOT NULL CHECK (state IN ({", ".join(f"'{s}'" for s in STATES)})),
     data       TEXT    NOT NULL,
     updated_at REAL    NOT NULL)"""
+_META_SCHEMA: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _SELECT: Final = "SELECT offer_id, seq, revision, state, data, updated_at FROM inbox"
 
 
@@ -243,6 +247,7 @@ class Journal:
                 if version > SCHEMA_VERSION:
                     raise JournalError(f"{path} has schema version {version}, newer than {SCHEMA_VERSION}")
                 conn.execute(_SCHEMA)
+                conn.execute(_META_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return journal
         except BaseException as e:
@@ -313,6 +318,20 @@ class Journal:
             record = self._get(conn, offer_id)
         assert record is not None
         return record
+
+    def meta(self, key: str) -> str | None:
+        """A Worker-level value (not a record), e.g. the id of a pull that was sent but not answered."""
+        with self._use(write=False) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Durably set (or, with None, delete) a Worker-level value."""
+        with self._use(write=True) as conn:
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def get(self, offer_id: str) -> Record | None:
         with self._use(write=False) as conn:

@@ -21,20 +21,29 @@ import collections
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from qinglong.wire import OfferOffered
-from qinglong.worker.client import ClientError, Refused, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.client import (
+    ClientError,
+    Refused,
+    Session,
+    TransportError,
+    Unauthenticated,
+    WorkerIngressHttpsClient,
+)
 from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
 from qinglong.worker.inbox import Inbox
-from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
 from qinglong.worker.process import Executor, LocalProcessController, boottime_ns
 from qinglong.worker.processor import Processor
 
 log = logging.getLogger("qinglong.worker")
 STARTUP_PAGE: Final = 64
+PENDING_PULL: Final = "pending_pull"  # journal meta key: the id of a pull sent but not answered
 CONTINUABLE: Final[frozenset[State]] = frozenset(
     {"accepted", "starting_acknowledged", "launching", "started", "start_failed"}
 )
@@ -169,20 +178,35 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             return
         if journal.count(states=ACTIVE) >= self._capacity:
             return
+        # The pull's id is durable before it is sent: a pull whose answer was lost is replayed with the
+        # same id and gets the same offer (or `pull_spent`), never a second claim.
+        pull_id = journal.meta(PENDING_PULL)
+        if pull_id is None:
+            pull_id = str(uuid.uuid4())
+            journal.set_meta(PENDING_PULL, pull_id)
         sent_at = boottime_ns()  # the first local Lease expiry counts from the pull's send instant
-        self._pull = asyncio.ensure_future(self._client.pull(self._session))
+        self._pull = asyncio.ensure_future(self._client.pull(self._session, pull_id))
         try:
             offered = await self._pull
-        except (asyncio.CancelledError, ClientError):
+        except (asyncio.CancelledError, TransportError, Unauthenticated):
+            return  # no answer (or a session to reopen): the next pull replays this id
+        except ClientError:
+            journal.set_meta(PENDING_PULL, None)  # a decision: this id is spent
             return
         finally:
             self._pull = None
         self.pulls += 1
         self.events.append("pull")
-        if isinstance(offered, OfferOffered) and not self._stopping:
+        if not isinstance(offered, OfferOffered):
+            journal.set_meta(PENDING_PULL, None)
+        elif not self._stopping:  # stopping: keep the id, so the next start replays it and takes the offer
             inbox = Inbox.accepted(offered, self._session.session_id, sent_at)
-            record = journal.insert(offered.offer.offer_id, "accepted", inbox.to_data())
-            await self._supervise(record)
+            with contextlib.suppress(DuplicateOffer):  # journaled before a crash that kept the id
+                journal.insert(offered.offer.offer_id, "accepted", inbox.to_data())
+            journal.set_meta(PENDING_PULL, None)
+            accepted = journal.get(offered.offer.offer_id)
+            if accepted is not None:
+                await self._supervise(accepted)
 
     async def stop(self) -> None:
         """Abort the in-flight pull, wait for in-flight work, then release journal ownership."""

@@ -83,9 +83,11 @@ create table ql.offers (
   worker_id uuid not null references ql.workers (id),
   session_id uuid not null references ql.worker_sessions (id),
   created_at_ms ql.ms not null,
-  expires_at_ms ql.ms not null
+  expires_at_ms ql.ms not null,
+  pull_id uuid,              -- the Worker's id for the pull that made it (NULL: a pull that cannot be replayed)
+  unique (worker_id, pull_id)
 );
-comment on table ql.offers is 'The offer that made an Attempt: who it was offered to, in which session, until when.';
+comment on table ql.offers is 'The offer that made an Attempt: who it was offered to, in which session, until when, by which pull.';
 
 create table ql.run_events (
   run_id uuid not null references ql.runs (id),

@@ -1,22 +1,22 @@
 -- Tests ql_api.offer_pull_v1: offered (shape, rows, events, token digest only), oldest-first, pool, cancel intent, empty, invalid, fences; structure and grants.
 begin;
 \ir ../fixtures.psql
-select plan(73);
+select plan(84);
 
 -- Structure: one SECURITY DEFINER function, executable by the runtime role and nobody else.
-select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
-  'offer_pull_v1(uuid, uuid, bigint, bytea) exists');
-select is_definer('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
+  'offer_pull_v1(uuid, uuid, bigint, bytea, uuid) exists');
+select is_definer('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
   'offer_pull_v1 runs as its owner (SECURITY DEFINER)');
-select function_returns('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'], 'jsonb',
+select function_returns('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'], 'jsonb',
   'offer_pull_v1 returns a typed jsonb result');
 select is((select p.proconfig from pg_catalog.pg_proc p
-           where p.oid = 'ql_api.offer_pull_v1(uuid, uuid, bigint, bytea)'::regprocedure),
+           where p.oid = 'ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)'::regprocedure),
   array['search_path=pg_catalog, pg_temp'],
   'offer_pull_v1 pins search_path to pg_catalog, pg_temp');
-select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
   'ql_runtime', array['EXECUTE'], 'the runtime role may execute offer_pull_v1');
-select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea'],
+select function_privs_are('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
   'public', array[]::text[], 'PUBLIC may not execute offer_pull_v1');
 
 -- Fixtures. Queue order is set explicitly (queued_at_ms), not by insertion order:
@@ -305,6 +305,49 @@ select is(ql_api.offer_pull_v1(:'wc', :'sc', 1, pg_temp.digest('token-c')), '{"s
   'a re-enrolled Worker''s old-generation session is fenced');
 reset role;
 select is(pg_temp.state(), :'before', 'the old generation''s pull changes nothing');
+
+-- 12. Replay of a lost answer: a pull id that already made an offer claims nothing new.
+select pg_temp.mk_worker('replay-pool') as wr \gset
+select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), '{"argv": ["true"], "pool": "replay-pool"}')) as rr1 \gset
+select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), '{"argv": ["true"], "pool": "replay-pool"}')) as rr2 \gset
+select gen_random_uuid() as pid \gset
+set local role ql_runtime;
+select pg_temp.open_session(:'wr') as sr \gset
+select ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r1'), :'pid') as first \gset
+reset role;
+select pg_temp.state() as before, ql.now_ms() as t0 \gset
+set local role ql_runtime;
+select ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r2'), :'pid') as again \gset
+reset role;
+select ql.now_ms() as t1 \gset
+select is((:'again'::jsonb -> 'offer') - 'offeredAtMs', (:'first'::jsonb -> 'offer') - 'offeredAtMs',
+  'a replayed pull id answers the same offer (same Run, Attempt, Lease), not a second claim');
+select ok((:'again'::jsonb -> 'offer' ->> 'offeredAtMs')::bigint between :t0 and :t1,
+  'the replay''s offeredAtMs is now, so leaseExpiresAtMs - offeredAtMs is the time left');
+select is((select count(*) from ql.run_attempts a join ql.runs r on r.id = a.run_id where r.id in (:'rr1', :'rr2')),
+  1::bigint, 'one Attempt in the pool: the second queued Run was not claimed');
+select is((select l.token_digest::bytea from ql.run_leases l where l.attempt_id = (:'first'::jsonb -> 'offer' ->> 'attemptId')::uuid),
+  pg_temp.digest('token-r2'), 'the Lease now answers to the token of the answer that arrived');
+select is(pg_temp.state(), regexp_replace(:'before', encode(pg_temp.digest('token-r1'), 'hex'),
+                                          encode(pg_temp.digest('token-r2'), 'hex')),
+  'the replay changed nothing but that digest (no event, no version)');
+set local role ql_runtime;
+select is(pg_temp.activate('starting', :'wr', :'sr', (:'first'::jsonb -> 'offer'), 'token-r1') ->> 'reason', 'token_mismatch',
+  'the first token, never delivered, no longer opens the Attempt');
+select is(pg_temp.activate('starting', :'wr', :'sr', (:'first'::jsonb -> 'offer'), 'token-r2') ->> 'status', 'applied',
+  'the delivered token starts it');
+reset role;
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r3'), :'pid'), '{"status": "empty", "reason": "pull_spent"}'::jsonb,
+  'once the Attempt started, the pull id is spent: empty/pull_spent, never a second claim');
+reset role;
+select is(pg_temp.state(), :'before', 'a spent pull id changes nothing');
+select is((select count(*) from ql.offers o where o.worker_id = :'wr'), 1::bigint, 'still one offer for this Worker');
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r4'), gen_random_uuid()) -> 'offer' ->> 'runId', :'rr2',
+  'a new pull id claims the next Run');
+reset role;
 
 select * from finish();
 rollback;

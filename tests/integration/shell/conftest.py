@@ -480,7 +480,7 @@ class WorkerClient:
     # -- the protocol, step by step --
 
     async def pull(self) -> Offered:
-        reply = await self.post("/offers:pull", {"schema": OFFER_SCHEMA})
+        reply = await self.post("/offers:pull", {"schema": OFFER_SCHEMA, "pullId": str(uuid.uuid4())})
         assert reply.status == 200 and reply.json()["status"] == "offered", reply
         data = reply.json()
         return Offered(data["offer"], data["leaseToken"])

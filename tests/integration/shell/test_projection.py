@@ -9,6 +9,7 @@ Touches: a fresh database, the in-process shell on loopback.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -110,7 +111,9 @@ async def _request(action: str, pki: Pki, shell: Shell, seed: Seed) -> Reply:
             assert (await worker.open()).status == 200
             if action == "heartbeat":
                 return await worker.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 1})
-            return await worker.post("/offers:pull", {"schema": "qinglong/remote-offer@v1"})
+            return await worker.post(
+                "/offers:pull", {"schema": "qinglong/remote-offer@v1", "pullId": str(uuid.uuid4())}
+            )
         base = f"/api/v3/projects/{seed.project_p}/runs"
         token = seed.operator.token
         if action == "read":

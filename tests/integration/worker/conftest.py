@@ -251,8 +251,8 @@ class SpyClient(WorkerIngressHttpsClient):
     async def heartbeat(self, session: Session) -> WorkerSessionAlive:
         return await self._spied("heartbeat", None, super().heartbeat(session))
 
-    async def pull(self, session: Session) -> OfferResponse:
-        return await self._spied("pull", None, super().pull(session))
+    async def pull(self, session: Session, pull_id: str) -> OfferResponse:
+        return await self._spied("pull", None, super().pull(session, pull_id))
 
     async def activate(
         self,

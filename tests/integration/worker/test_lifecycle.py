@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
+import uuid
 from typing import Any, Final, Literal
 
 import pytest
@@ -72,7 +73,7 @@ async def _running_offers(rig: Rig, count: int) -> tuple[Session, list[OfferOffe
     offers: list[OfferOffered] = []
     snapshots: list[dict[str, Any]] = []
     for _ in range(count):
-        offered = await setup.pull(session)
+        offered = await setup.pull(session, str(uuid.uuid4()))
         assert isinstance(offered, OfferOffered), offered
         fence = Inbox(offer=offered, session_id=session.session_id, lease_version=1).fence(1)
         for phase in PHASES:
@@ -188,7 +189,7 @@ async def test_a_recovery_required_record_at_startup_fails_closed_and_nothing_is
 async def _offer_without_activation(rig: Rig) -> tuple[OfferOffered, Session]:
     setup = rig.client()
     session = await setup.open_session(capacity=4, generation=1)
-    offered = await setup.pull(session)
+    offered = await setup.pull(session, str(uuid.uuid4()))
     assert isinstance(offered, OfferOffered), offered
     await setup.close()
     return offered, session

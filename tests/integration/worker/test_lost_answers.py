@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.wire import LeaseRenewed
+from qinglong.wire import LeaseRenewed, OfferOffered
 from qinglong.worker.client import Refused, TransportError
 from qinglong.worker.process import Executor, boottime_ns
 from tests.integration.db.factories import duplicate_events, stream_faults
@@ -86,6 +86,27 @@ async def test_renewal_answers_lost_while_the_task_runs_never_stop_it(rig: Rig) 
     assert refused == [], [(c.name, c.error) for c in refused]
     assert len(rig.attempts(run)) == 1
     _events_ok(rig, run)
+
+
+async def test_a_lost_pull_answer_is_replayed_to_the_same_offer_never_a_second_claim(rig: Rig) -> None:
+    first, second = rig.add_runs({"argv": ["true"], "maxAttempts": 1}, 2)
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    rig.served.lose["pull"] = 1  # the first pull claims `first`; its answer is cut
+    await rig.tick_until(lc, lambda: rig.run_status(first) in ENDED_RUN)
+    assert rig.served.lost == ["pull"]
+    lost, replayed = client.named("pull")[:2]
+    assert isinstance(lost.error, TransportError)
+    assert isinstance(replayed.result, OfferOffered) and replayed.result.offer.run_id == first, "a second claim"
+    assert rig.run_status(first) == "succeeded" and rig.run_status(second) == "queued"
+    assert len(rig.attempts(first)) == 1 and rig.attempts(second) == []
+    conn = sqlite3.connect(f"file:{rig.journal_path}?mode=ro", uri=True)
+    try:
+        assert conn.execute("select count(*) from meta").fetchone() == (0,), "the answered pull id is still pending"
+    finally:
+        conn.close()
+    _events_ok(rig, first)
 
 
 @pytest.mark.parametrize("after", ["pull", "starting"])

@@ -134,10 +134,19 @@ def test_an_env_value_never_appears_in_an_error() -> None:
     assert "hunter2" not in str(caught.value) and "SECRET" not in str(caught.value)
 
 
-def test_the_pull_request_is_the_schema_alone() -> None:
-    assert OfferPullRequest().to_json() == b'{"schema":"qinglong/remote-offer@v1"}'
+def test_the_pull_request_is_the_schema_and_the_pull_id() -> None:
+    assert OfferPullRequest(pull_id=UUID).to_json() == b'{"pullId":"%s","schema":"qinglong/remote-offer@v1"}' % (
+        UUID.encode()
+    )
     with pytest.raises(WireError, match="unknown_field"):
-        OfferPullRequest.parse(b'{"schema":"qinglong/remote-offer@v1","workerGeneration":1}')
+        OfferPullRequest.parse(
+            b'{"pullId":"%s","schema":"qinglong/remote-offer@v1","workerGeneration":1}' % UUID.encode()
+        )
+    with pytest.raises(WireError, match="missing_field"):
+        OfferPullRequest.parse(b'{"schema":"qinglong/remote-offer@v1"}')
+    with pytest.raises(WireError, match=r"bad_pattern|bad_uuid"):
+        OfferPullRequest.parse(b'{"pullId":"not-a-uuid","schema":"qinglong/remote-offer@v1"}')
+    assert OFFER_RESPONSES.from_result({"status": "empty", "reason": "pull_spent"}) == OfferEmpty(reason="pull_spent")
 
 
 def test_the_offered_response_needs_its_token_and_the_empty_one_refuses_one() -> None:
