@@ -1,4 +1,4 @@
-"""`python -m qinglong.worker run --config FILE` (the same as `qinglong-worker run`)."""
+"""`python -m qinglong.worker run|journal|status …` (the same as `qinglong-worker …`)."""
 
 from __future__ import annotations
 

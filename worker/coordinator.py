@@ -155,7 +155,10 @@ class WorkerRemoteExecutionControlCoordinator:
                 renewed = await self._lease_control(record, inbox, handle, session)
                 if renewed.state != "completion_pending":
                     return renewed, True
-                return await self._complete(renewed, Inbox.from_data(renewed.data), handle, session, replay=False)
+                again = Inbox.from_data(renewed.data)
+                if again.lease_version == inbox.lease_version:
+                    return renewed, False  # the replay got no answer either: the next tick tries again
+                return await self._complete(renewed, again, handle, session, replay=False)
             return self._save(record, "control_plane_terminal", inbox.replace(reason=refused.code)), True
         except ClientError as error:
             return self._save(record, "recovery_required", inbox.replace(reason=f"protocol: {error}")), True

@@ -10,7 +10,6 @@ reason a record was isolated.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,9 +17,8 @@ from typing import Any
 
 from qinglong.wire import OfferOffered
 from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.log import emit
 from qinglong.worker.process import boot_id, boottime_ns
-
-log = logging.getLogger("qinglong.worker")
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record
     reason only: never the lease token, which lives in the offer)."""
     saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
     if state != record.state:
-        fields = {"action": "record.state", "offer": record.offer_id, "run": inbox.offer.offer.run_id,
-                  "from": record.state, "to": state, "reason": inbox.reason}  # fmt: skip
-        log.info(json.dumps(fields, sort_keys=True))
+        moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
+        emit(logging.INFO, "record.state", offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason,
+             **moved)  # fmt: skip
     return saved

@@ -25,8 +25,11 @@ new revision); anything else raises JournalError and writes nothing:
     running_acknowledged  → completion_pending | exits
     completion_pending    → completed | exits
     start_failed          → completed | recovery_required | control_plane_terminal
-    recovery_required     → (itself only: an operator clears it, never `cas`)
+    recovery_required     → (itself only: an operator settles it with `resolve`, never `cas`)
     completed, control_plane_terminal, lease_lost_* → nothing, not even themselves (terminal)
+`resolve` is the operator's one move, never the Worker's (`qinglong-worker journal resolve`, after
+making sure no process of the offer runs), with its own rule and nothing else:
+    recovery_required | lease_lost_local_execution_unverified → lease_lost_local_execution_stopped
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +78,8 @@ _MOVES: Final[Mapping[State, frozenset[State]]] = {  # and every non-terminal st
     "completion_pending": _EXITS | {"completed"},
     "start_failed": frozenset({"completed", "control_plane_terminal", "recovery_required"}),
 }
+_RESOLVABLE: Final[frozenset[State]] = frozenset({"recovery_required", "lease_lost_local_execution_unverified"})
+_RESOLVED: Final[State] = "lease_lost_local_execution_stopped"
 _SCHEMA: Final = f"""CREATE TABLE IF NOT EXISTS inbox (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
     offer_id   TEXT    NOT NULL UNIQUE,
@@ -338,15 +343,28 @@ class Journal:
             return self._get(conn, offer_id)
 
     def cas(self, offer_id: str, expected_revision: int, *, state: State, data: Mapping[str, Any]) -> Record:
+        def legal(current: State) -> bool:
+            return current not in TERMINAL_STATES and (state == current or state in _MOVES.get(current, ()))
+
+        return self._swap(offer_id, expected_revision, state, data, legal, "illegal transition")
+
+    def _swap(
+        self,
+        offer_id: str,
+        expected_revision: int,
+        state: State,
+        data: Mapping[str, Any],
+        legal: Callable[[State], bool],
+        refusal: str,
+    ) -> Record:
+        """Compare-and-set one record to `state` and `data` when `legal(its state)`; nothing written otherwise."""
         state, text = _state(state), _encode(data)
         with self._use(write=True) as conn:
             current = self._get(conn, offer_id)
             if current is None or current.revision != expected_revision:
                 raise RevisionConflict(offer_id, expected_revision, current)
-            if current.state in TERMINAL_STATES or (
-                state != current.state and state not in _MOVES.get(current.state, ())
-            ):
-                raise JournalError(f"offer {offer_id!r}: illegal transition {current.state} → {state}")
+            if not legal(current.state):
+                raise JournalError(f"offer {offer_id!r}: {refusal} {current.state} → {state}")
             cursor = conn.execute(
                 "UPDATE inbox SET revision = ?, state = ?, data = ?, updated_at = ? WHERE seq = ? AND revision = ?",
                 (current.revision + 1, state, text, time.time(), current.seq, current.revision),
@@ -374,3 +392,12 @@ class Journal:
                 sql = f"SELECT count(*) FROM inbox WHERE state IN ({marks})"  # noqa: S608 -- only "?" marks
                 row = conn.execute(sql, wanted).fetchone()
         return int(row[0])
+
+    def resolve(self, offer_id: str, expected_revision: int, *, state: State, data: Mapping[str, Any]) -> Record:
+        """The operator's settlement of an isolated record (see the module docstring): a compare-and-set
+        from recovery_required or lease_lost_local_execution_unverified to lease_lost_local_execution_stopped
+        only; anything else raises JournalError (RevisionConflict for a stale revision) and writes nothing."""
+        return self._swap(
+            offer_id, expected_revision, state, data, lambda current: current in _RESOLVABLE and state == _RESOLVED,
+            "an operator cannot resolve",
+        )  # fmt: skip

@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -38,11 +39,13 @@ from qinglong.worker.client import (
 from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
+from qinglong.worker.log import emit
 from qinglong.worker.process import Executor, LocalProcessController, boottime_ns
 from qinglong.worker.processor import Processor
 
-log = logging.getLogger("qinglong.worker")
 STARTUP_PAGE: Final = 64
+BACKOFF_MIN_S: Final = 1.0
+BACKOFF_MAX_S: Final = 30.0
 PENDING_PULL: Final = "pending_pull"  # journal meta key: the id of a pull sent but not answered
 CONTINUABLE: Final[frozenset[State]] = frozenset(
     {"accepted", "starting_acknowledged", "launching", "started", "start_failed"}
@@ -86,8 +89,16 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._pull: asyncio.Task[object] | None = None
         self._stopping = False
         self.failed_closed = False
+        # The code of a session-open refusal only an operator can fix (wrong generation, certificate,
+        # unknown or disabled Worker): the lifecycle does nothing more and `run` exits with it.
+        self.refused: str | None = None
+        self._backoff_s = 0.0  # after a transport failure of the session calls: skip them until _retry_at
+        self._retry_at = 0.0
         self.scanned = False  # start() paged the whole journal
         self.pulls = 0  # observable for tests and metrics
+        # The last successful session open or heartbeat (wall-clock ms) and its session (the status file).
+        self.last_contact_ms: int | None = None
+        self.last_session_id: str | None = None
         # The last steps taken (own, scanned, supervise, pull, abort, wait, release), bounded.
         self.events: collections.deque[str] = collections.deque(maxlen=64)
 
@@ -104,7 +115,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._coordinator = WorkerRemoteExecutionControlCoordinator(
             journal, self._client, self._executor, self._controller
         )
-        with contextlib.suppress(TransportError):
+        with contextlib.suppress(ClientError):  # a refusal is kept in self.refused; the scan goes on
             await self._ensure_session()
         cursor: int | None = None
         while True:  # the whole journal, page by page, before the first pull
@@ -120,8 +131,17 @@ class WorkerRemoteExecutionHeadlessLifecycle:
 
     async def _ensure_session(self) -> Session:
         if self._session is None:
-            self._session = await self._client.open_session(capacity=self._capacity, generation=self._generation)
+            try:
+                self._session = await self._client.open_session(capacity=self._capacity, generation=self._generation)
+            except Refused as refused:
+                self.refused = refused.code
+                emit(logging.ERROR, "worker.refused", code=refused.code, status=refused.status)
+                raise
+            self._contact(self._session)
         return self._session
+
+    def _contact(self, session: Session) -> None:
+        self.last_contact_ms, self.last_session_id = time.time_ns() // 1_000_000, session.session_id
 
     async def _supervise(self, record: Record) -> Record | None:
         assert self._processor is not None and self._coordinator is not None
@@ -148,6 +168,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
                 await self._ensure_session()
             else:
                 await self._client.heartbeat(self._session)
+                self._contact(self._session)
         except Refused:
             self._session = None  # expired or replaced: open a new one next time
             await self._ensure_session()
@@ -159,13 +180,24 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             # Writes would no longer reach what a restart reads: renew nothing, pull nothing. Every
             # task then stops at its local expiry (the runner's switch) and the database recovers it.
             if not self.failed_closed:
-                log.error(json.dumps({"event": "journal.replaced", "journal": str(journal.path)}))
+                emit(logging.ERROR, "journal.replaced", journal=str(journal.path))
             self.failed_closed = True
             return
-        try:
-            await self._heartbeat()
-        except ClientError:
-            self._session = None
+        now = time.monotonic()
+        if self.refused is not None:
+            return
+        if now >= self._retry_at:
+            try:
+                await self._heartbeat()
+                self._backoff_s = 0.0
+            except TransportError:
+                # Back off the session calls (jittered, doubling, ≤ 30 s); supervision below goes on,
+                # and every lease-control call is still bounded by its local Lease.
+                self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self._backoff_s * 2))
+                self._retry_at = now + self._backoff_s * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+            except ClientError:
+                self._session = None
+        backing_off = now < self._retry_at
         stop_fact = False
         page = journal.page(self._cursor, self._page_size)
         for record in page:
@@ -174,7 +206,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
                 stop_fact = True
         self._cursor = page[-1].seq if len(page) == self._page_size else None
         self.events.append("supervise")
-        if self._stopping or self.failed_closed or stop_fact or self._session is None:
+        if self._stopping or self.failed_closed or stop_fact or self._session is None or backing_off:
             return
         if journal.count(states=ACTIVE) >= self._capacity:
             return
@@ -215,8 +247,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             self._pull.cancel()
             self.events.append("abort")
         if self._tick is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._tick
+            await asyncio.wait({self._tick})  # its outcome (even a journal error) went to whoever awaited it
         self.events.append("wait")
         await self._client.close()
         if self._journal is not None:

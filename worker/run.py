@@ -1,6 +1,9 @@
 """`qinglong-worker run --config FILE`: one Worker process — one outer cadence calling the headless
 lifecycle's tick, SIGTERM/SIGINT → an orderly stop within one shutdown budget. Touches the journal
-and work folders named in the config, the credential files, the network and local processes.
+and work folders named in the config, the credential files, the network and local processes, and
+after every tick rewrites the status file beside the journal (`qinglong-worker status` reads it).
+`qinglong-worker journal list|show|resolve` and `status` are the operator's commands (worker/admin.py):
+they read the same config but use only its `journal`, never the network.
 
     origin = "https://control.example:8443"
     worker_id = "…uuid…"
@@ -29,11 +32,13 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from qinglong.worker import admin
 from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
-from qinglong.worker.journal import JournalBusy, JournalError
+from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
+from qinglong.worker.log import JsonLines
 from qinglong.worker.process import Executor, LocalProcessController
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -89,7 +94,10 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    client = WorkerIngressHttpsClient(config.origin, config.worker_id, config.credentials)
+    try:
+        client = WorkerIngressHttpsClient(config.origin, config.worker_id, config.credentials)
+    except ValueError as exc:
+        raise ConfigError(f"origin: {exc}") from None
     lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
         journal_path=config.journal,
         client=client,
@@ -109,6 +117,9 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
             if stop.is_set():
                 break
             work.result()
+            _write_status(config.journal, lifecycle)
+            if lifecycle.refused is not None:
+                break  # only an operator can fix it: stop in order, then say so
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(stopping), config.tick_seconds)
             if stop.is_set():
@@ -129,7 +140,25 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         except TimeoutError:
             print("qinglong-worker: shutdown budget spent; journal released by exit", file=sys.stderr)
             return 1
+    if lifecycle.refused is not None:
+        print(
+            f"qinglong-worker: the control plane refused this Worker ({lifecycle.refused}): check `generation`,"
+            " the certificate files and the enrolment (docs/operations.md §10)",
+            file=sys.stderr,
+        )
+        return 4
     return 3 if lifecycle.failed_closed else 0
+
+
+def _write_status(journal: Path, lifecycle: WorkerRemoteExecutionHeadlessLifecycle) -> None:
+    """Best effort: a Worker that cannot write its status keeps working (`status` then reads it as stale)."""
+    with contextlib.suppress(OSError):
+        admin.write_status(
+            journal,
+            session_id=lifecycle.last_session_id,
+            last_contact_ms=lifecycle.last_contact_ms,
+            failed_closed=lifecycle.failed_closed,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,13 +170,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")  # one line, exit 2
+
+
 def _main(argv: Sequence[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="qinglong-worker", description="Run a Qinglong remote Worker")
+    parser = _Parser(prog="qinglong-worker", description="Run a Qinglong remote Worker")
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd = sub.add_parser("run", help="run until SIGTERM")
     run_cmd.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.worker.run)")
+    config_help = "the Worker's TOML file: only its journal is used"
+    journal_cmd = sub.add_parser("journal", help="read the inbox journal, or settle an isolated record")
+    journal_sub = journal_cmd.add_subparsers(dest="journal_command", required=True)
+    list_cmd = journal_sub.add_parser("list", help="one line per record, newest last (works while the Worker runs)")
+    list_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    list_cmd.add_argument("--state", action="append", choices=STATES, metavar="STATE", help="only this state (repeat)")
+    list_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
+    show_cmd = journal_sub.add_parser("show", help="one record as JSON, its lease token redacted")
+    show_cmd.add_argument("offer", help="the offer id")
+    show_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    resolve_cmd = journal_sub.add_parser(
+        "resolve", help="settle a recovery_required or lease_lost_local_execution_unverified record (Worker stopped)"
+    )
+    resolve_cmd.add_argument("offer", help="the offer id")
+    resolve_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    resolve_cmd.add_argument("--stopped", action="store_true", required=True, help="no process of the offer runs")
+    resolve_cmd.add_argument("--reason", required=True, help="why, for the audit line and the record")
+    status_cmd = sub.add_parser("status", help="journal summary and the running Worker's last contact")
+    status_cmd.add_argument("--config", type=Path, required=True, help=config_help)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.command != "run":
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # nothing to stop in order: Ctrl-C ends it
+        try:
+            journal = load(args.config).journal
+        except ConfigError as exc:
+            print(f"qinglong-worker: {exc}", file=sys.stderr)
+            return 2
+        return admin.main(args, journal)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
         return asyncio.run(run(load(args.config)))
     except ConfigError as exc:

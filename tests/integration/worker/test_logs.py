@@ -23,7 +23,9 @@ async def test_state_changes_are_logged_without_the_lease_token(rig: Rig, caplog
     await lc.start()
     await rig.tick_until(lc, lambda: rig.run_status(run) in ENDED_RUN)
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "qinglong.worker"]
-    moves = [(line["from"], line["to"]) for line in lines if line["run"] == str(run)]
+    moves = [
+        (line["from"], line["to"]) for line in lines if line["event"] == "record.state" and line["run"] == str(run)
+    ]
     assert moves == [
         ("accepted", "starting_acknowledged"),
         ("starting_acknowledged", "launching"),

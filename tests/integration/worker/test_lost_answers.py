@@ -12,12 +12,14 @@ import asyncio
 import json
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from qinglong.wire import LeaseRenewed, OfferOffered
 from qinglong.worker.client import Refused, TransportError
+from qinglong.worker.journal import JournalError
 from qinglong.worker.process import Executor, boottime_ns
 from tests.integration.db.factories import duplicate_events, stream_faults
 from tests.integration.worker.conftest import (
@@ -66,6 +68,26 @@ async def test_a_renewal_answer_lost_before_an_exit_0_completes_once_without_a_r
     assert (attempt["status"], attempt["exit_code"]) == ("succeeded", 0)
     assert rig.record().state == "completed"
     _events_ok(rig, run)
+
+
+# Found by the chaos run: the answer of the lease-control replay that a fenced completion sends is
+# lost too. The record must stay completion_pending (and complete next tick), not be isolated.
+async def test_a_lost_replay_answer_during_completion_still_completes_the_exit_0(rig: Rig) -> None:
+    rig.set_lease_ttl(5000)
+    run = rig.add_run({"argv": ["sh", "-c", "sleep 1"], "maxAttempts": 1})
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    rig.served.lose["lease-control"] = 1  # the first renewal commits; its answer is cut
+    await rig.tick_until(lc, lambda: rig.served.lost == ["lease-control"])
+    handle = rig.record().handle
+    assert handle is not None
+    await poll(lambda: status_file(handle) is not None, within=10)  # the task exits 0 meanwhile
+    rig.served.lose["lease-control"] = 1  # the replay the completion sends loses its answer too
+    await rig.tick_until(lc, lambda: rig.served.lost == ["lease-control"] * 2 or rig.run_status(run) in ENDED_RUN)
+    assert rig.record().state != "control_plane_terminal", rig.record().data.get("reason")
+    await rig.tick_until(lc, lambda: rig.run_status(run) in ENDED_RUN)
+    assert rig.run_status(run) == "succeeded"
 
 
 async def test_renewal_answers_lost_while_the_task_runs_never_stop_it(rig: Rig) -> None:
@@ -265,3 +287,46 @@ async def test_a_journal_deleted_under_a_running_worker_fails_closed_and_the_tas
     assert (boottime_ns() - local_expiry) / 1e9 <= 1.0 + 1.0, "the task outlived its local expiry"
     assert status_file(handle) == {"exitCode": None, "signal": signal.SIGTERM}
     assert rig.run_status(run) == "running"  # the database recovers it (lost, retried) by itself
+
+
+async def test_a_full_disk_loses_one_journal_write_and_the_restarted_worker_replays_the_renewal(rig: Rig) -> None:
+    """The renewal commits in the database, the journal cannot record it (ENOSPC, a real tmpfs), the
+    Worker stops with a journal error; restarted with space again, it replays the renewal and the
+    healthy task runs to its exit 0."""
+    rig.set_lease_ttl(6000)
+    folder = rig.journal_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(folder)]
+    await asyncio.to_thread(subprocess.run, mount, check=True)
+    try:
+        run = rig.add_run({"argv": ["sh", "-c", "sleep 3"], "maxAttempts": 1})
+        lc = rig.lifecycle()
+        await lc.start()
+        await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged" and rig.record().lease_version >= 2)
+        handle = rig.record().handle
+        assert handle is not None
+        journaled = rig.record().lease_version
+        lease_file = Executor.lease_path(handle).read_text()
+        filler = folder / "filler"
+        with pytest.raises(OSError, match="No space left"), filler.open("wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        with pytest.raises(JournalError, match="full"):
+            await lc.tick()
+        assert rig.lease_version(run) == journaled + 1, "the renewal committed in the database"
+        assert rig.record().lease_version == journaled, "and is not in the journal"
+        assert Executor.lease_path(handle).read_text() == lease_file, "the switch keeps the persisted expiry"
+        await lc.stop()
+        filler.unlink()
+
+        again = rig.lifecycle()
+        await again.start()
+        await rig.tick_until(again, lambda: rig.run_status(run) in ENDED_RUN)
+        assert rig.run_status(run) == "succeeded"
+        assert status_file(handle) == {"exitCode": 0, "signal": None}, "the healthy task was stopped"
+        assert len(rig.attempts(run)) == 1
+        _events_ok(rig, run)
+        await again.stop()
+    finally:
+        await asyncio.to_thread(subprocess.run, ["umount", "-l", str(folder)], check=False)

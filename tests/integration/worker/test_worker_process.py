@@ -9,6 +9,7 @@ processes (this process is their child subreaper meanwhile), the journal (read-o
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
@@ -126,3 +127,28 @@ async def test_sigterm_while_a_pull_is_in_flight_stops_within_the_shutdown_budge
     assert elapsed < budget, f"stopped {elapsed:.2f} s after SIGTERM, over the {budget} s budget"
     with Journal.open(rig.journal_path):
         pass
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "says"),
+    [
+        (("generation = 1", "generation = 2"), 4, "refused this Worker (fenced.stale_generation)"),
+        (('origin = "https://', 'origin = "http://'), 2, "origin: origin must be https://host[:port]"),
+    ],
+)
+async def test_a_worker_that_needs_an_operator_says_so_in_one_line_and_exits_with_its_code(
+    rig: Rig, change: tuple[str, str], code: int, says: str
+) -> None:
+    run = rig.add_run({"argv": ["true"]})
+    config = rig.write_config(tick_seconds=0.2)
+    config.write_text(config.read_text().replace(*change, 1))
+    with child_subreaper():
+        worker = rig.start_worker_process(config)
+        assert await worker.wait(15) == code, worker.output()
+    output = worker.output()
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("qinglong-worker: ") and says in last, output
+    assert "Traceback" not in output
+    for line in output.strip().splitlines()[:-1]:  # everything before the verdict is a JSON log line
+        assert set(json.loads(line)) >= {"time", "level", "event"}, line
+    assert rig.run_status(run) == "queued", "a refused Worker took work"

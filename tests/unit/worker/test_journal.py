@@ -195,6 +195,47 @@ def test_recovery_required_never_leaves(journal: Journal) -> None:
     assert journal.get("o") == record
 
 
+# The operator's one move (`resolve`), written out independently of the module.
+RESOLVABLE: set[State] = {"recovery_required", "lease_lost_local_execution_unverified"}
+RESOLVED: State = "lease_lost_local_execution_stopped"
+
+
+def test_resolve_moves_only_an_isolated_record_to_stopped(journal: Journal) -> None:
+    for before, after in itertools.product(STATES, STATES):
+        offer = f"{before}->{after}"
+        journal.insert(offer, before, {"before": True})
+        if before in RESOLVABLE and after == RESOLVED:
+            moved = journal.resolve(offer, 1, state=after, data={"after": True})
+            assert (moved.revision, moved.state, moved.data) == (2, after, {"after": True})
+            assert journal.get(offer) == moved
+        else:
+            rows = snapshot(journal)
+            with pytest.raises(JournalError, match="cannot resolve") as caught:
+                journal.resolve(offer, 1, state=after, data={"after": True})
+            assert not isinstance(caught.value, RevisionConflict)
+            assert snapshot(journal) == rows
+    assert journal.count(states=[RESOLVED]) == len(STATES) + len(RESOLVABLE)  # inserted so, or resolved
+
+
+def test_resolve_is_a_compare_and_set(journal: Journal) -> None:
+    record = journal.insert("o", "started", {})
+    record = journal.cas("o", 1, state="recovery_required", data={"why": "x"})
+    rows = snapshot(journal)
+    for offer, revision in (("o", 1), ("o", 3), ("missing", 1)):
+        with pytest.raises(RevisionConflict):
+            journal.resolve(offer, revision, state=RESOLVED, data={})
+    with pytest.raises(TypeError):
+        journal.resolve("o", record.revision, state=RESOLVED, data={"bad": object()})
+    assert snapshot(journal) == rows
+    resolved = journal.resolve("o", record.revision, state=RESOLVED, data={"why": "x", "resolved": {"by": "op"}})
+    assert (resolved.revision, resolved.state) == (3, RESOLVED)
+    with pytest.raises(JournalError, match="cannot resolve"):  # settled once: terminal for resolve too
+        journal.resolve("o", resolved.revision, state=RESOLVED, data={})
+    with pytest.raises(JournalError, match="illegal transition"):  # and for cas
+        journal.cas("o", resolved.revision, state="recovery_required", data={})
+    assert journal.get("o") == resolved
+
+
 def test_random_transition_sequences_never_reach_an_illegal_state(tmp_path: Path) -> None:
     with Journal.open(tmp_path / "inbox.sqlite3") as j:
 

@@ -1,0 +1,57 @@
+"""The Worker's log: one JSON object per line — time (UTC, ms), level, event, the ids and a reason
+code. Callers pass ids and codes only, never a lease token, session key or signature. A repeating
+event (same `key`: a transport failure, a refusal) is written the first time and then at most once
+per `every_s`, with how many were held back in between. Touches: the `qinglong.worker` logger only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from time import monotonic
+from typing import Any, Final
+
+log = logging.getLogger("qinglong.worker")
+_HELD: dict[str, tuple[float, int]] = {}  # key → (when last written, how many held back since)
+_MAX_KEYS: Final = 256
+
+
+def emit(level: int, event: str, *, key: str | None = None, every_s: float = 60.0, **fields: Any) -> None:
+    """Log `event` with `fields` (JSON values: ids, codes, numbers)."""
+    if key is not None:
+        now = monotonic()
+        last, held = _HELD.get(key, (None, 0))
+        if last is not None and now - last < every_s:
+            _HELD[key] = (last, held + 1)
+            return
+        if len(_HELD) >= _MAX_KEYS and key not in _HELD:
+            _HELD.clear()  # bounded: forgetting only makes the next line come sooner
+        _HELD[key] = (now, 0)
+        if held:
+            fields["repeated"] = held
+    log.log(level, json.dumps({"event": event, **fields}, sort_keys=True, default=str))
+
+
+def settled(key: str) -> None:
+    """The condition behind `key` is over: its next occurrence is written at once."""
+    _HELD.pop(key, None)
+
+
+class JsonLines(logging.Formatter):
+    """`{"time", "level", …the event's fields}` on one line; a message that is not a JSON object
+    becomes `{"message": …}`. Exceptions are reduced to their class name (no traceback, no values)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        try:
+            fields = json.loads(message)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            fields = {"message": message}
+        if record.exc_info and record.exc_info[0] is not None:
+            fields["exception"] = record.exc_info[0].__name__
+        stamp = dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds")
+        head = {"time": stamp.replace("+00:00", "Z"), "level": record.levelname.lower()}
+        return json.dumps({**head, **fields}, default=str)
