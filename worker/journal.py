@@ -162,6 +162,14 @@ def _encode(data: Mapping[str, Any]) -> str:
     return text
 
 
+def _in_states(states: Collection[State] | None) -> tuple[str, list[str]]:
+    """` AND state IN (?, …)` and its parameters (nothing for None); the states are checked."""
+    if states is None:
+        return "", []
+    wanted = sorted({_state(s) for s in states})
+    return f" AND state IN ({', '.join('?' * len(wanted))})", list(wanted)
+
+
 def _record(row: tuple[Any, ...]) -> Record:
     offer_id, seq, revision, state, data, updated_at = row
     return Record(offer_id, seq, revision, state, MappingProxyType(json.loads(data)), updated_at)
@@ -253,6 +261,7 @@ class Journal:
                     raise JournalError(f"{path} has schema version {version}, newer than {SCHEMA_VERSION}")
                 conn.execute(_SCHEMA)
                 conn.execute(_META_SCHEMA)
+                conn.execute("CREATE INDEX IF NOT EXISTS inbox_state_seq ON inbox (state, seq)")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return journal
         except BaseException as e:
@@ -375,22 +384,21 @@ class Journal:
         assert record is not None
         return record
 
-    def page(self, after_seq: int | None, limit: int) -> list[Record]:
+    def page(self, after_seq: int | None, limit: int, *, states: Collection[State] | None = None) -> list[Record]:
+        """Up to `limit` records after `after_seq` in insertion order; with `states`, only those
+        (served by an index on (state, seq), so ended records cost a supervising tick nothing)."""
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX or type(after_seq) not in (int, type(None)):
             raise ValueError(f"need 1 <= limit <= {PAGE_LIMIT_MAX} and an int or None cursor: {limit!r}, {after_seq!r}")
+        where, params = _in_states(states)
         with self._use(write=False) as conn:
-            rows = conn.execute(f"{_SELECT} WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq or 0, limit))
+            sql = f"{_SELECT} WHERE seq > ?{where} ORDER BY seq LIMIT ?"
+            rows = conn.execute(sql, (after_seq or 0, *params, limit))
             return [_record(row) for row in rows.fetchall()]
 
     def count(self, *, states: Collection[State] | None = None) -> int:
-        wanted = None if states is None else sorted({_state(s) for s in states})
+        where, params = _in_states(states)
         with self._use(write=False) as conn:
-            if wanted is None:
-                row = conn.execute("SELECT count(*) FROM inbox").fetchone()
-            else:
-                marks = ", ".join("?" * len(wanted))
-                sql = f"SELECT count(*) FROM inbox WHERE state IN ({marks})"  # noqa: S608 -- only "?" marks
-                row = conn.execute(sql, wanted).fetchone()
+            row = conn.execute(f"SELECT count(*) FROM inbox WHERE true{where}", params).fetchone()  # noqa: S608
         return int(row[0])
 
     def resolve(self, offer_id: str, expected_revision: int, *, state: State, data: Mapping[str, Any]) -> Record:

@@ -6,10 +6,12 @@ through the Processor, the coordinator and the one client it is given.
 - start(): take exclusive journal ownership, open a session, page the whole journal (≤ 64 a page)
   through the Processor and coordinator BEFORE any pull; a `recovery_required` record, found or
   produced, fails the lifecycle closed: it never pulls again.
-- tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced
-  under it; else heartbeat the session, supervise ≤ page_size records from a stable cursor, re-check the
-  abort signal, then pull ≤ 1 offer when capacity allows and no lease loss, control-plane terminal
-  or recovery fact appeared in this tick. Concurrent ticks coalesce into one.
+- tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced under
+  it; else heartbeat the session (backing off, jittered, while unreachable), supervise ≤ page_size
+  records WITH WORK LEFT from a stable cursor (ended records cost a tick nothing, so every active
+  record is supervised every tick while capacity ≤ page_size), re-check the abort signal, then pull
+  ≤ 1 offer when capacity allows and no lease loss, control-plane terminal or recovery fact appeared
+  in this tick. Concurrent ticks coalesce into one.
 - stop(): mark stopping, abort an in-flight pull, await in-flight work, then release ownership.
 One outer cadence (the `run` command) calls tick(); the lifecycle owns no timer.
 """
@@ -199,7 +201,8 @@ class WorkerRemoteExecutionHeadlessLifecycle:
                 self._session = None
         backing_off = now < self._retry_at
         stop_fact = False
-        page = journal.page(self._cursor, self._page_size)
+        # Only records with work left: ended ones never delay a renewal, however many the journal keeps.
+        page = journal.page(self._cursor, self._page_size, states=ACTIVE)
         for record in page:
             after = await self._supervise(record)
             if after is not None and after.state in STOP_FACTS and after.revision != record.revision:

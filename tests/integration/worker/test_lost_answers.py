@@ -19,7 +19,7 @@ import pytest
 
 from qinglong.wire import LeaseRenewed, OfferOffered
 from qinglong.worker.client import Refused, TransportError
-from qinglong.worker.journal import JournalError
+from qinglong.worker.journal import Journal, JournalError
 from qinglong.worker.process import Executor, boottime_ns
 from tests.integration.db.factories import duplicate_events, stream_faults
 from tests.integration.worker.conftest import (
@@ -29,6 +29,7 @@ from tests.integration.worker.conftest import (
     child_subreaper,
     only_record,
     poll,
+    read_journal,
     running,
     status_file,
 )
@@ -330,3 +331,29 @@ async def test_a_full_disk_loses_one_journal_write_and_the_restarted_worker_repl
         await again.stop()
     finally:
         await asyncio.to_thread(subprocess.run, ["umount", "-l", str(folder)], check=False)
+
+
+async def test_ended_records_never_delay_a_renewal_however_many_the_journal_keeps(rig: Rig) -> None:
+    """Found by the chaos run: a tick paged every record, ended ones included, so with a few hundred
+    ended records an active one was renewed only every dozen ticks and its Lease ran out."""
+    rig.set_lease_ttl(3000)
+    with Journal.open(rig.journal_path) as journal:
+        for i in range(200):
+            journal.insert(f"ended-{i}", "completed", {"kept": i})
+    run = rig.add_run({"argv": ["sleep", "30"]})
+    client = rig.client()
+    lc = rig.lifecycle(client, page_size=16)
+    await lc.start()
+
+    def running_acked() -> bool:
+        return any(
+            r.state == "running_acknowledged" for r in read_journal(rig.journal_path) if r.offer_id[:6] != "ended-"
+        )
+
+    await rig.tick_until(lc, running_acked)
+    assert rig.run_status(run) == "running"
+    before = len(client.named("lease-control"))
+    for _ in range(10):
+        await lc.tick()
+    renewals = [c for c in client.named("lease-control")[before:] if c.error is None]
+    assert len(renewals) == 10, f"{len(renewals)} renewals in 10 ticks"
