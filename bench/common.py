@@ -429,6 +429,18 @@ class Env:
         return ctx
 
 
+def new_env(root: Path, cluster: Cluster, settings: dict[str, str] | None = None) -> Env:
+    """An Env over a running cluster: a CA, the shell's server certificate and a cluster secret under `root`."""
+    certs = root / "pki"
+    pki.init_ca(certs)
+    pki.issue_server(certs, ["127.0.0.1"])
+    secret_file = root / "cluster.secret"
+    secret = os.urandom(32).hex().encode()
+    secret_file.write_bytes(secret)
+    secret_file.chmod(0o600)
+    return Env(root, cluster, certs, secret, secret_file, settings or {})
+
+
 @contextlib.contextmanager
 def environment() -> Iterator[Env]:
     """A fresh cluster (fsync on, no pg_cron: nothing converges behind the benchmarks' back), the
@@ -470,14 +482,7 @@ def environment() -> Iterator[Env]:
                 sql.SQL("{} = {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in BENCH_SETTINGS.items()
             )
             conn.execute(sql.SQL("update ql.settings set {}").format(assignments))
-        certs = root / "pki"
-        pki.init_ca(certs)
-        pki.issue_server(certs, ["127.0.0.1"])
-        secret_file = root / "cluster.secret"
-        secret = os.urandom(32).hex().encode()
-        secret_file.write_bytes(secret)
-        secret_file.chmod(0o600)
-        env = Env(root, cluster, certs, secret, secret_file, {str(k): str(v) for k, v in shown})
+        env = new_env(root, cluster, {str(k): str(v) for k, v in shown})
         yield env
     finally:
         if env is not None and env.shell is not None:

@@ -1,7 +1,8 @@
 """`python -m bench.run`: the benchmark command (not a test). One fresh PostgreSQL 15 cluster with
 fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside Procrastinate, (c)
-cancellation convergence, (d) a Worker supervising its journal. Prints progress and each table, and
-writes bench/RESULTS.md with the machine, the command and the ratios measured in this run.
+cancellation convergence, (d) a Worker supervising its journal, (e) chaos on real parts (lost answers,
+killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json). Prints progress
+and each table, and writes bench/RESULTS.md with the machine, the command and the ratios measured in this run.
 
 Touches: a temporary folder under /tmp (removed), the processes it starts, loopback ports,
 bench/RESULTS.md, and .venv (it installs the benchmark-only extra `bench` when Procrastinate is
@@ -25,7 +26,7 @@ from pathlib import Path
 from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d")
+PARTS = ("a", "b", "c", "d", "e")
 
 
 def bench_extra() -> list[str]:
@@ -58,6 +59,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=100_000, help="cancelled queued Runs to converge in (c)")
     p.add_argument("--ticks", type=int, default=100, help="Worker ticks measured in (d)")
     p.add_argument("--records", type=int, default=1000, help="journal records in (d)")
+    p.add_argument("--chaos-runs", type=int, default=500, help="Runs of the chaos engine in (e) (default 500)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
     return p.parse_args(argv)
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     python = Path(sys.executable)
     shown = python.relative_to(REPO) if python.is_relative_to(REPO) else python
-    command = f"cd {REPO} && {shown} -m bench.run"
+    command = f"{shown} -m bench.run"  # run from the checkout; no machine path in RESULTS.md
     command += " " + shlex.join(sys.argv[1:] if argv is None else argv) if (argv or sys.argv[1:]) else ""
     procrastinate_version = ensure_procrastinate() if "b" in only else None
     host = machine()
@@ -102,10 +104,15 @@ def main(argv: list[str] | None = None) -> int:
             from bench import worker_supervision
 
             results.append(worker_supervision.run(env.root, args.records, args.ticks))
+        if "e" in only:
+            from bench import chaos
+
+            results.append(chaos.run(env, args.chaos_runs))
         pg_settings = dict(env.settings)
     total = time.monotonic() - started
     host["load average at start"] = " ".join(f"{x:.2f}" for x in load)
     text = render(results, host, pg_settings, command, total, procrastinate_version)
+    text += kept_sections(args.output, only)
     args.output.write_text(text)
     say(f"wrote {args.output} — total {total:.0f} s")
     print()
@@ -113,6 +120,21 @@ def main(argv: list[str] | None = None) -> int:
         for line in result.summary:
             print(line)
     return 0
+
+
+def kept_sections(path: Path, ran: set[str]) -> str:
+    """The sections `## (x) …` of an existing results file for the parts this command did not run, so a
+    partial run (`--only e`) does not erase the others; each is marked as coming from the earlier run."""
+    if ran == set(PARTS) or not path.exists():
+        return ""
+    kept: list[str] = []
+    for chunk in path.read_text().split("\n## (")[1:]:
+        part = chunk[:1]
+        if part in PARTS and part not in ran:
+            note = "" if "*(kept from an earlier run" in chunk else "*(kept from an earlier run of the command)*\n\n"
+            title, _, body = chunk.partition("\n\n")
+            kept.append(f"\n## ({title}\n\n{note}{body.rstrip()}\n")
+    return "".join(kept)
 
 
 def render(

@@ -122,7 +122,7 @@ class CountingClient(WorkerIngressHttpsClient):
         self.calls["heartbeat"] += 1
         return WorkerSessionAlive(session_id=session.session_id, expires_at_ms=now_ms() + 120_000)
 
-    async def pull(self, session: Session) -> OfferResponse:
+    async def pull(self, session: Session, pull_id: str) -> OfferResponse:
         self.calls["pull"] += 1
         return OfferEmpty(reason="no_work")
 
@@ -136,7 +136,9 @@ class CountingClient(WorkerIngressHttpsClient):
         self.calls["activate"] += 1
         raise TransportError("no record of these journals needs an activation")
 
-    async def lease_control(self, session: Session, body: LeaseControlRequest) -> LeaseControlResponse:
+    async def lease_control(
+        self, session: Session, body: LeaseControlRequest, *, timeout_s: float | None = None
+    ) -> LeaseControlResponse:
         self.calls["lease_control"] += 1
         t = now_ms()
         return LeaseRenewed(
