@@ -51,7 +51,7 @@ import psycopg
 from bench.common import REPO, Env, Result, ShellProcess, say, table
 from qinglong.cli import admin, pki
 from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
-from qinglong.worker.process import boottime_ns
+from qinglong.worker.identity import boottime_ns
 
 TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 RUN_END_EVENTS: Final = ("run.succeeded", "run.failed", "run.cancelled", "run.timed_out")

@@ -51,10 +51,12 @@ from qinglong.wire import (
 from qinglong.wire.activation import Executor as ExecutorRevision
 from qinglong.wire.offer import Offer, OfferEmpty, Plan
 from qinglong.worker.client import Credentials, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import boot_id
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import STATES, Journal, State
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
-from qinglong.worker.process import Executor, LocalProcessController, boot_id
 
 if TYPE_CHECKING:
     from bench.common import Result

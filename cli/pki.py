@@ -1,6 +1,6 @@
 """`qinglong pki`: a private PKI for one deployment, made with `cryptography`: a CA, the shell's
 server certificate and one client certificate per Worker (SAN URI urn:qinglong:worker:<uuid>).
-ECDSA P-256 keys (an RSA-2048 signature costs about 15 times more per handshake, ARCHITECTURE §12).
+ECDSA P-256 keys (an RSA-2048 signature costs about 15 times more per handshake, docs/architecture.md §12).
 Touches only the folder it is given: files written 0600 (keys) or 0644 (certificates).
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time (and idempotent) set-up on Debian 12 as root: the Debian packages of ARCHITECTURE §10
+# One-time (and idempotent) set-up on Debian 12 as root: the Debian packages of docs/architecture.md §10
 # and the virtualenv at .venv with the project's pinned dependencies. A second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

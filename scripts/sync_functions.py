@@ -1,6 +1,6 @@
 """Write each function's sqitch deploy/revert/verify scripts from its db/functions file.
 
-db/functions/<schema>/<name>.sql is the reviewable truth (ARCHITECTURE §2). sqitch hashes only
+db/functions/<schema>/<name>.sql is the reviewable truth (docs/architecture.md §2). sqitch hashes only
 the deploy script, and a later rework must keep the old body, so the deploy script is a FROZEN
 COPY of the function file, not an include. Usage:
 
@@ -8,8 +8,9 @@ COPY of the function file, not an include. Usage:
     python scripts/sync_functions.py --check   # exit 1 and name every script that drifted
 
 A function file declares, in its header comment:
-    -- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea)
+    -- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
     -- grant execute: ql_runtime            (optional; a comma list of roles)
+and every function states its volatility (volatile | stable | immutable) on a line of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def parse(path: Path) -> Routine:
     grant = re.search(r"^-- grant execute: (\S.*)$", body, re.M)
     grants = tuple(g.strip() for g in grant.group(1).split(",")) if grant else ()
     kind = "procedure" if re.search(r"create or replace procedure", body, re.I) else "function"
+    if kind == "function" and not re.search(r"^\s*(volatile|stable|immutable)\s*$", body, re.M | re.I):
+        raise SystemExit(
+            f"{path}: a function states its volatility (volatile, stable or immutable) on a line of its own"
+        )
     return Routine(change, body, sig.group(1).strip(), kind, grants)
 
 

@@ -36,7 +36,7 @@ class BadProjection(Exception):
 
 
 class Database:
-    """Calls ql_api functions through one pool (sized to the cores, as ARCHITECTURE §12 says)."""
+    """Calls ql_api functions through one pool (sized to the cores, as docs/architecture.md §12 says)."""
 
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 5.0) -> None:
         self._pool = AsyncConnectionPool(

@@ -4,7 +4,7 @@ A code is stable API: the shell chooses it, the Worker and users branch on it, a
 a secret (the message names a rule or a field path, never a value). Database outcomes map by rule:
 `fenced` + reason → `fenced.<reason>`, `invalid` + reason → `invalid.<reason>`, `not_found` →
 `not_found` (a missing Offer and one of another Worker look the same, as they must), except that
-ql.policy_fence's `approval_required` is the code `approval_required` (ARCHITECTURE §6: 403 for agents).
+ql.policy_fence's `approval_required` is the code `approval_required` (docs/architecture.md §6: 403 for agents).
 """
 
 from __future__ import annotations

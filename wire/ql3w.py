@@ -6,7 +6,7 @@
 
 The session key is derived, never stored: any shell replica that holds the cluster secret verifies
 a request statelessly, and the database never sees the key. `gen` (the Worker generation the
-session was opened under) is in the header because the key depends on it; ARCHITECTURE §6 lists
+session was opened under) is in the header because the key depends on it; docs/architecture.md §6 lists
 the other four parameters. Timestamps are accepted within ±60 s of the verifier's clock.
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 import re
 import types
 from abc import ABC, abstractmethod
@@ -81,6 +82,24 @@ class Int(Spec):
         if not self.lo <= value <= self.hi:
             raise WireError(OUT_OF_RANGE, f"{where}: outside {self.lo}..{self.hi}")
         return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Seconds(Spec):
+    """A duration in seconds, lo..hi: an integer or a finite float (never a bool), loaded as a float.
+    Configuration files use it; no wire message carries a float."""
+
+    lo: float = 0.0
+    hi: float = 86400.0
+    json_type = float
+
+    def check(self, value: object, where: str) -> float:
+        if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+            raise WireError(BAD_TYPE, f"{where}: expected a number of seconds")
+        seconds = float(value)  # type: ignore[arg-type]
+        if not self.lo <= seconds <= self.hi:
+            raise WireError(OUT_OF_RANGE, f"{where}: outside {self.lo:g}..{self.hi:g} seconds")
+        return seconds
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,8 +40,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
 
+from qinglong.worker.identity import boot_id, process_start_time
 from qinglong.worker.journal import SCHEMA_VERSION, STATES, Journal, JournalBusy, JournalError, State
-from qinglong.worker.process import boot_id, process_start_time
 from qinglong.worker.runner import write_atomically
 
 STATUS_SUFFIX: Final = ".status.json"

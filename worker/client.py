@@ -1,4 +1,4 @@
-"""WorkerIngressHttpsClient: the Worker's one HTTPS authority to the shell (ADR-0112 §2, ARCHITECTURE §7).
+"""WorkerIngressHttpsClient: the Worker's one HTTPS authority to the shell (seed ADR-0112 §2, docs/architecture.md §7).
 Touches the network (one keep-alive socket per origin per credential fingerprint) and reads the
 credential files it is given on every call.
 

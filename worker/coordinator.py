@@ -1,5 +1,5 @@
 """WorkerRemoteExecutionControlCoordinator.reconcile(offer_id): keep one started Attempt honest
-(ADR-0118 §4). Touches the journal (compare-and-set), the control plane (through the one client)
+(seed ADR-0118 §4). Touches the journal (compare-and-set), the control plane (through the one client)
 and the local process (through the identity-checked controller). No timers: the lifecycle calls it.
 
 In order, for one record, single-flight per offer:
@@ -36,9 +36,11 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
-from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boottime_ns
 
 LOG_CAP: Final = 1024 * 1024
 MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control call is given near the local expiry
@@ -189,7 +191,7 @@ class WorkerRemoteExecutionControlCoordinator:
                 record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
             )
         renewed = inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
-        record = self._save(record, record.state, renewed)  # persist before acting (ADR-0118 §4.4)
+        record = self._save(record, record.state, renewed)  # persist before acting (seed ADR-0118 §4 item 4)
         if renewed.lease_expires_boottime_ns is not None:
             with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late
                 self._executor.extend_lease(handle, renewed.lease_expires_boottime_ns)

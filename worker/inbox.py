@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from qinglong.wire import OfferOffered
+from qinglong.worker.identity import boot_id, boottime_ns
 from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.log import emit
-from qinglong.worker.process import boot_id, boottime_ns
 
 
 @dataclass(frozen=True)

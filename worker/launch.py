@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from qinglong.worker.process import Executor, ProcessHandle, boot_id
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import ProcessHandle, boot_id
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""WorkerRemoteExecutionHeadlessLifecycle: the Worker's explicit, timer-free lifecycle (ADR-0112 §3,
-ADR-0118 §5). Touches the journal (ownership, paging), the control plane and local processes only
+"""WorkerRemoteExecutionHeadlessLifecycle: the Worker's explicit, timer-free lifecycle (seed ADR-0112 §3,
+seed ADR-0118 §5). Touches the journal (ownership, paging), the control plane and local processes only
 through the Processor, the coordinator and the one client it is given.
 
 - Nothing at import or construction: no lock, socket, task or timer.
@@ -38,11 +38,13 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
+from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
 from qinglong.worker.log import emit
-from qinglong.worker.process import Executor, LocalProcessController, boottime_ns
 from qinglong.worker.processor import Processor
 
 STARTUP_PAGE: Final = 64

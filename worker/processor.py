@@ -1,5 +1,5 @@
 """The Processor: drives one inbox record from `accepted` to a started, acknowledged process
-(ADR-0112 §3, ADR-0118 §3). Touches the journal (compare-and-set), the control plane (through the
+(seed ADR-0112 §3, seed ADR-0118 §3). Touches the journal (compare-and-set), the control plane (through the
 one client) and the local process table (through the Executor).
 
 accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snapshot has deadlineAtMs)
@@ -27,10 +27,10 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
+from qinglong.worker.executor import Executor, ExecutorRefused
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.launch import recover_launch
-from qinglong.worker.process import Executor, ExecutorRefused
 
 Phase = Literal["starting", "running", "start-failure"]
 

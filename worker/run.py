@@ -34,12 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from qinglong.wire.codec import WireError
+from qinglong.wire.fields import Int, Record, Seconds, Str, Uuid, wire
 from qinglong.worker import admin
 from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
 from qinglong.worker.log import JsonLines
-from qinglong.worker.process import Executor, LocalProcessController
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -53,38 +56,58 @@ class WorkerConfig:
     origin: str
     worker_id: str
     generation: int
-    capacity: int
     credentials: FileCredentials
     journal: Path
     work_dir: Path
+    capacity: int = 1
     tick_seconds: float = 2.0
     page_size: int = 16
     shutdown_seconds: float = 20.0
     stop_grace_seconds: float = 5.0
 
 
+PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
+
+
+class _ConfigFile(Record):
+    """worker.toml exactly: unknown keys, missing ones and wrong types are refused by the engine that
+    parses wire messages (names are the file's own, snake_case)."""
+
+    origin: str = wire(Str(300, min_len=1), name="origin")
+    worker_id: str = wire(Uuid(), name="worker_id")
+    generation: int = wire(Int(1), name="generation")
+    capacity: int | None = wire(Int(1, 256), name="capacity", optional=True, default=None)
+    certificate: str = wire(PATH, name="certificate")
+    key: str = wire(PATH, name="key")
+    trust_anchors: str = wire(PATH, name="trust_anchors")
+    journal: str = wire(PATH, name="journal")
+    work_dir: str = wire(PATH, name="work_dir")
+    tick_seconds: float | None = wire(Seconds(0.05, 3600), name="tick_seconds", optional=True, default=None)
+    page_size: int | None = wire(Int(1, 64), name="page_size", optional=True, default=None)
+    shutdown_seconds: float | None = wire(Seconds(0, 3600), name="shutdown_seconds", optional=True, default=None)
+    stop_grace_seconds: float | None = wire(Seconds(0, 3600), name="stop_grace_seconds", optional=True, default=None)
+
+
 def load(path: Path) -> WorkerConfig:
     try:
         raw: dict[str, Any] = tomllib.loads(path.read_text())
+        given = _ConfigFile.load_at(raw, path.name)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
+    except WireError as exc:
+        raise ConfigError(exc.message) from None
     base = path.parent
-    try:
-        return WorkerConfig(
-            origin=str(raw["origin"]),
-            worker_id=str(raw["worker_id"]),
-            generation=int(raw["generation"]),
-            capacity=int(raw.get("capacity", 1)),
-            credentials=FileCredentials(base / raw["certificate"], base / raw["key"], base / raw["trust_anchors"]),
-            journal=base / raw["journal"],
-            work_dir=base / raw["work_dir"],
-            tick_seconds=float(raw.get("tick_seconds", 2.0)),
-            page_size=int(raw.get("page_size", 16)),
-            shutdown_seconds=float(raw.get("shutdown_seconds", 20.0)),
-            stop_grace_seconds=float(raw.get("stop_grace_seconds", 5.0)),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"bad or missing setting {exc}") from None
+    optional = {k: getattr(given, k) for k in ("capacity", "tick_seconds", "page_size", "shutdown_seconds",
+                                                "stop_grace_seconds") if getattr(given, k) is not None}  # fmt: skip
+    return WorkerConfig(
+        origin=given.origin,
+        worker_id=given.worker_id,
+        generation=given.generation,
+        credentials=FileCredentials(base / given.certificate, base / given.key, base / given.trust_anchors),
+        journal=base / given.journal,
+        work_dir=base / given.work_dir,
+        **optional,
+    )
 
 
 async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int:

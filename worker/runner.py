@@ -1,5 +1,5 @@
 """The runner wrapper: `python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N]
-[--identity FILE] [--lease FILE --grace SECONDS] -- argv...` (ARCHITECTURE §7, Executor).
+[--identity FILE] [--lease FILE --grace SECONDS] -- argv...` (docs/architecture.md §7, Executor).
 
 The Executor starts this module in a new session (its own process group). It starts `argv` as its
 child in the same group, with stdin from /dev/null and stdout+stderr appended to LOG (O_APPEND,

@@ -1,5 +1,5 @@
 -- Deploy qinglong:roles to pg
--- The four cluster roles of ARCHITECTURE §8. Roles are cluster-wide, so creation is idempotent:
+-- The four cluster roles of docs/architecture.md §8. Roles are cluster-wide, so creation is idempotent:
 -- several databases of one cluster (tests, templates) share them.
 --   ql_owner      NOLOGIN, owns every object; SECURITY DEFINER functions run as it.
 --   ql_runtime    LOGIN, the shell: EXECUTE on ql_api only, no table privilege.

@@ -1,4 +1,4 @@
-"""Each function's sqitch deploy script is a frozen copy of its db/functions file (ARCHITECTURE §2):
+"""Each function's sqitch deploy script is a frozen copy of its db/functions file (docs/architecture.md §2):
 editing a function without re-running scripts/sync_functions.py fails here. Touches: nothing."""
 
 from __future__ import annotations

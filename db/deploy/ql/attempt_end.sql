@@ -9,7 +9,7 @@ set local role ql_owner;
 -- otherwise exit code 0 without an error code succeeds; any other end fails, and a failed Attempt
 -- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
 -- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
--- Convergence passes stable event ids (ADR-0118 §7); everyone else gets fresh server ids.
+-- Convergence passes stable event ids (seed ADR-0118 §7); everyone else gets fresh server ids.
 -- signature: ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid)
 create or replace function ql.attempt_end(
   p_run ql.runs,
@@ -25,6 +25,7 @@ create or replace function ql.attempt_end(
 )
 returns void
 language plpgsql
+volatile
 as $$
 declare
   v_attempt_status ql.attempt_status;

@@ -30,6 +30,7 @@ create or replace function ql.attempt_fence(
   out lease ql.run_leases
 )
 language plpgsql
+volatile
 as $$
 declare
   v_offer ql.offers;

@@ -6,7 +6,7 @@ set local role ql_owner;
 
 -- ql.now_ms: the database clock in milliseconds since the epoch, the only clock of the control plane.
 -- clock_timestamp(), not now(): callers read it AFTER their locks are held, so a transaction that
--- waited for a lock does not stamp a time from before it could act (ARCHITECTURE §3).
+-- waited for a lock does not stamp a time from before it could act (docs/architecture.md §3).
 -- signature: ql.now_ms()
 create or replace function ql.now_ms()
 returns bigint

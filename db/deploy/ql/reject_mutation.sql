@@ -10,6 +10,7 @@ set local role ql_owner;
 create or replace function ql.reject_mutation()
 returns trigger
 language plpgsql
+volatile
 as $$
 begin
   raise exception using

@@ -23,6 +23,7 @@ create or replace function ql.run_event(
 )
 returns bigint
 language plpgsql
+volatile
 as $$
 declare
   v_sequence bigint;

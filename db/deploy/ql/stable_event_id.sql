@@ -5,7 +5,7 @@ begin;
 set local role ql_owner;
 
 -- ql.stable_event_id: an event id that a retried convergence computes again: the first 128 bits of
--- SHA-256 over a domain string, the Run, the Attempt (or nothing) and the cancel timestamp (ADR-0118 §7).
+-- SHA-256 over a domain string, the Run, the Attempt (or nothing) and the cancel timestamp (seed ADR-0118 §7).
 -- signature: ql.stable_event_id(text, uuid, uuid, bigint)
 create or replace function ql.stable_event_id(p_domain text, p_run_id uuid, p_attempt_id uuid, p_cancel_at_ms bigint)
 returns uuid

@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (ADR-0118 §2).
+-- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (seed ADR-0118 §2).
 -- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease and
 -- Attempt version +1 and a new expiry from database time. Then, in the same transaction:
 --   an existing cancel intent            → stop_requested with its reason (the renewal gives the

@@ -11,7 +11,7 @@ set local role ql_owner;
 --                                                       fails (claims_exhausted) after 100 Attempts;
 --   starting|running whose Lease expired more than
 --   p_grace_ms ago                                   → Attempt lost, Run lost (attempt.lost, run.lost).
---   The Worker stops its process at its own conservative local expiry (ARCHITECTURE §7), so after
+--   The Worker stops its process at its own conservative local expiry (docs/architecture.md §7), so after
 --   expiry + grace no process of that Attempt can still run.
 -- Step 2 (Runs, at most p_limit): a lost Run without a cancel intent → retry_wait (backoff) or failed
 --   when maxAttempts is spent (ql.retry_decision); a due retry_wait Run without an intent → queued.

@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.run_cancel_request_v1: a user's cancellation of a Run (ADR-0118 §6, qinglong/run-cancellation@v1).
+-- ql_api.run_cancel_request_v1: a user's cancellation of a Run (seed ADR-0118 §6, qinglong/run-cancellation@v1).
 -- Runs in a SERIALIZABLE short transaction that the caller opens (and retries on 40001 a bounded
 -- number of times); the function refuses any other isolation. It re-verifies the admitted policy
 -- (project locked, current binding read: versions, active, owner/admin/operator) BEFORE the Run is

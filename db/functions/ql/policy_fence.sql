@@ -1,4 +1,4 @@
--- ql.policy_fence: re-verify an admitted user mutation inside the mutating transaction (ADR-0118 §6).
+-- ql.policy_fence: re-verify an admitted user mutation inside the mutating transaction (seed ADR-0118 §6).
 -- Admission said "allow" for (subject, project, permission) at some project and binding version;
 -- between admission and now the project may have been archived or re-versioned, the binding revoked
 -- or its role changed. Lock order: project (FOR SHARE: a policy change updates the project row and
@@ -16,6 +16,7 @@ create or replace function ql.policy_fence(
 )
 returns jsonb
 language plpgsql
+volatile
 as $$
 declare
   v_project ql.projects;

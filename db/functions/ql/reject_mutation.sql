@@ -4,6 +4,7 @@
 create or replace function ql.reject_mutation()
 returns trigger
 language plpgsql
+volatile
 as $$
 begin
   raise exception using

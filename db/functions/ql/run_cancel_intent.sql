@@ -11,6 +11,7 @@ create or replace function ql.run_cancel_intent(
 )
 returns bigint
 language plpgsql
+volatile
 as $$
 begin
   update ql.runs r

@@ -1,4 +1,4 @@
--- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (ADR-0118 §7).
+-- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (seed ADR-0118 §7).
 -- Picks Runs that carry a durable cancel intent but are in created|queued|waiting_approval|retry_wait|lost
 -- (lost is not terminal: a retry could still requeue it), FOR UPDATE SKIP LOCKED, so several convergers
 -- split the work: Runs that no Attempt holds first, then oldest intent first (a held Run may be

@@ -1,4 +1,4 @@
--- Tests ql.retry_decision: the retry authority — retry_wait at now + retryBackoffMs while fewer than maxAttempts (default 1) non-abandoned Attempts exist, else failed (ARCHITECTURE §4 item 9).
+-- Tests ql.retry_decision: the retry authority — retry_wait at now + retryBackoffMs while fewer than maxAttempts (default 1) non-abandoned Attempts exist, else failed (docs/architecture.md §4 item 9).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

@@ -1,5 +1,5 @@
 -- Tests ql_api.converge: the one procedure — SECURITY INVOKER without SET (it COMMITs between pages), EXECUTE for
--- ql_scheduler only, 22023 on out-of-range bounds (ARCHITECTURE §4 item 10). A CALL inside pgTAP's transaction
+-- ql_scheduler only, 22023 on out-of-range bounds (docs/architecture.md §4 item 10). A CALL inside pgTAP's transaction
 -- cannot COMMIT, so here it is shown to fail with 2D000 and leave nothing behind; the committing cycle itself is
 -- exercised for real from pytest (autocommit CALL).
 begin;

@@ -1,6 +1,6 @@
 -- Tests ql_api.request_admission_v1: authentication by token digest, the policy decision for every role and
--- permission, every deny reason, agent approval, the durable audit row of every decision (ARCHITECTURE §4.11,
--- §6, §8; ADR-0118 §6: admission and audit before the body is read), and invalid arguments (nothing audited).
+-- permission, every deny reason, agent approval, the durable audit row of every decision (docs/architecture.md §4 item 11,
+-- §6, §8; seed ADR-0118 §6: admission and audit before the body is read), and invalid arguments (nothing audited).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

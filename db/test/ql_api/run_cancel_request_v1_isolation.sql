@@ -1,5 +1,5 @@
 -- Tests ql_api.run_cancel_request_v1 outside SERIALIZABLE: the function refuses with QLISO (a caller bug) before it
--- reads or writes anything (ARCHITECTURE §4.7: a SERIALIZABLE short transaction). Isolation is fixed per
+-- reads or writes anything (docs/architecture.md §4 item 7: a SERIALIZABLE short transaction). Isolation is fixed per
 -- transaction, so this file starts a plain (READ COMMITTED) transaction; the behaviour inside SERIALIZABLE is
 -- in run_cancel_request_v1.sql.
 begin;

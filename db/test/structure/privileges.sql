@@ -1,4 +1,4 @@
--- Structure: roles, schemas and privileges of ARCHITECTURE §8 — the runtime role executes the API and touches no table.
+-- Structure: roles, schemas and privileges of docs/architecture.md §8 — the runtime role executes the API and touches no table.
 begin;
 \ir ../fixtures.psql
 select plan(19);

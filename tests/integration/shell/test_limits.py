@@ -1,4 +1,4 @@
-"""Size and shape of request bodies (ARCHITECTURE §5, §6): over-cap bodies are 413 (with a
+"""Size and shape of request bodies (docs/architecture.md §5, §6): over-cap bodies are 413 (with a
 Content-Length or chunked), malformed bodies 400 with the wire's stable code, a media type other
 than application/json 415 — all correctly signed, so only the body decides — and none of them writes.
 Touches: a fresh database, the in-process shell on loopback.

@@ -1,5 +1,5 @@
 """A database projection outside the response contract is a 503 internal.bad_projection, never
-forwarded (ARCHITECTURE §6). Nothing is patched in SQL: the pipeline runs over a Database whose
+forwarded (docs/architecture.md §6). Nothing is patched in SQL: the pipeline runs over a Database whose
 `call` returns the real function's result, tampered for one function (an extra key, a wrong type, an
 unknown status or fence reason; the admission's result included), or a function's non-object
 result through the shell's own check (db._fetch). The error body must hold nothing of the projection.

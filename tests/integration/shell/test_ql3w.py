@@ -1,4 +1,4 @@
-"""The ql3w request signature on the worker ingress (ARCHITECTURE §6): a wrong key, a timestamp outside
+"""The ql3w request signature on the worker ingress (docs/architecture.md §6): a wrong key, a timestamp outside
 ±60 s, a body or a path other than the signed one, and a credential naming another session are 401
 with a stable code, and nothing reaches the database. Each attack targets a lease-control call that
 would renew a live Lease (a write) if it were accepted; the valid call at the end proves it.

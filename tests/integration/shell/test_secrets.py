@@ -1,4 +1,4 @@
-"""Secrets never leak (ARCHITECTURE §4, §6, §8): after a full Worker round trip and user calls against
+"""Secrets never leak (docs/architecture.md §4, §6, §8): after a full Worker round trip and user calls against
 a cluster that logs every statement with its bind parameters, neither PostgreSQL's log nor any log
 record of the process holds a raw lease token (in any encoding), the session key, a ql3w signature
 or a bearer token. Only SHA-256 digests cross into the database: the lease token's digest may appear

@@ -1,4 +1,4 @@
-"""Storage faults (ARCHITECTURE §6): with the database down every route answers 503
+"""Storage faults (docs/architecture.md §6): with the database down every route answers 503
 storage.unavailable and /healthz 503; once the same cluster is back (same data folder and port) the
 same shell process serves again without a restart.
 

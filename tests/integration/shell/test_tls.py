@@ -1,4 +1,4 @@
-"""Worker ingress TLS (ARCHITECTURE §6, §8): TLS 1.3 only, a client certificate signed by the worker
+"""Worker ingress TLS (docs/architecture.md §6, §8): TLS 1.3 only, a client certificate signed by the worker
 CA required at the handshake, and the certificate's worker id must be the path's.
 
 Every refused attempt sends a session open for Worker A (which writes a session row when accepted)

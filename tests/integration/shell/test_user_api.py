@@ -1,4 +1,4 @@
-"""The user API (ARCHITECTURE §6): bearer authentication, admission with a committed audit row before
+"""The user API (docs/architecture.md §6): bearer authentication, admission with a committed audit row before
 the body is read, 404 for another Project's Run, 403 denied / approval_required, 401 for unknown
 tokens, idempotent cancellation and enqueue, and the Run timeline.
 Touches: a fresh database, the in-process shell on loopback.

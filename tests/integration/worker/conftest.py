@@ -54,8 +54,10 @@ from qinglong.wire import (
     WorkerSessionAlive,
 )
 from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
-from qinglong.worker.process import Executor, LocalProcessController, ProcessHandle, boottime_ns
 from tests.conftest import Database as PgDatabase
 from tests.integration.db.factories import Subject, make_project, make_revision, make_runs, make_user, set_role
 from tests.integration.shell.conftest import Pki, Shell

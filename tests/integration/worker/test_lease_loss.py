@@ -1,4 +1,4 @@
-"""Lease loss on the Worker's side (ARCHITECTURE §7, ADR-0118 §4.3): when the control plane stays
+"""Lease loss on the Worker's side (docs/architecture.md §7, seed ADR-0118 §4 item 3): when the control plane stays
 unreachable past the conservative local expiry (CLOCK_BOOTTIME from the instant the renewal was
 sent), the Worker stops its process locally and never calls the control plane for it again; when the
 durable handle's pid now belongs to another process, nothing is signalled and the record says
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
+from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.journal import Journal
-from qinglong.worker.process import ProcessHandle, boottime_ns
 from tests.integration.worker.conftest import (
     ENDED_RUN,
     Rig,

@@ -1,4 +1,4 @@
-"""The headless lifecycle (ARCHITECTURE §7, ADR-0112 §3, ADR-0118 §5): nothing happens before
+"""The headless lifecycle (docs/architecture.md §7, seed ADR-0112 §3, seed ADR-0118 §5): nothing happens before
 start(); stop() aborts an in-flight pull, waits, then releases the journal; each tick supervises at
 most one page of records from a stable cursor that wraps around; a recovery_required record found at
 startup fails the lifecycle closed (it never pulls).
@@ -19,9 +19,9 @@ import pytest
 from qinglong.wire import ActivationRequest, OfferOffered
 from qinglong.worker.client import Session
 from qinglong.worker.coordinator import WorkerRemoteExecutionControlCoordinator
+from qinglong.worker.identity import ProcessHandle, boot_id
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import Journal
-from qinglong.worker.process import ProcessHandle, boot_id
 from qinglong.worker.processor import Processor
 from tests.integration.worker.conftest import Rig, proc_stat, socket_fds
 

@@ -19,8 +19,9 @@ import pytest
 
 from qinglong.wire import LeaseRenewed, OfferOffered
 from qinglong.worker.client import Refused, TransportError
+from qinglong.worker.executor import Executor
+from qinglong.worker.identity import boottime_ns
 from qinglong.worker.journal import Journal, JournalError
-from qinglong.worker.process import Executor, boottime_ns
 from tests.integration.db.factories import duplicate_events, stream_faults
 from tests.integration.worker.conftest import (
     ENDED_RUN,

@@ -1,4 +1,4 @@
-"""How a Run ends when the Worker runs it (ARCHITECTURE §7, ADR-0118 §2-§4): success with its log
+"""How a Run ends when the Worker runs it (docs/architecture.md §7, seed ADR-0118 §2-§4): success with its log
 stored as an artifact and the receipt carried by the completion; a timeout decided by the control
 plane (never a local timer) and delivered as stop_requested; a user cancellation delivered the same way.
 Touches: a fresh database, the in-process shell on TLS 1.3 loopback, real task processes.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from qinglong.wire import CompletionRequest, LeaseStopRequested
-from qinglong.worker.process import ProcessHandle
+from qinglong.worker.identity import ProcessHandle
 from tests.integration.shell.conftest import user_call, user_http
 from tests.integration.worker.conftest import ENDED_RUN, Call, Rig, SpyClient, poll, running, status_file
 

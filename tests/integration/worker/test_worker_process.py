@@ -1,4 +1,4 @@
-"""`qinglong-worker run` as its own OS process (ARCHITECTURE §7, ADR-0112 §3): a Worker killed with
+"""`qinglong-worker run` as its own OS process (docs/architecture.md §7, seed ADR-0112 §3): a Worker killed with
 SIGKILL while its task runs adopts the still-running process when restarted and completes the Run
 with the task's real exit code; SIGTERM stops it in order within its shutdown budget and releases
 the journal.

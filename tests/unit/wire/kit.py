@@ -480,7 +480,7 @@ def wire_keys(cls: type[Record]) -> set[str]:
     return {f.name for f in cls.FIELDS if not f.from_shell}
 
 
-# The functions whose outcomes the shell turns into qinglong/error@v1 bodies (routes of ARCHITECTURE §6
+# The functions whose outcomes the shell turns into qinglong/error@v1 bodies (routes of docs/architecture.md §6
 # and the admin surface), with the fence helpers they return through. Convergence and expiry
 # reconciliation answer the scheduler, not a wire peer.
 ROUTED_FUNCTIONS = (

@@ -26,17 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor, ExecutorRefused
+from qinglong.worker.identity import ExitStatus, ProcessHandle, boot_id, boottime_ns, process_start_time
 from qinglong.worker.launch import recover_launch
-from qinglong.worker.process import (
-    Executor,
-    ExecutorRefused,
-    ExitStatus,
-    LocalProcessController,
-    ProcessHandle,
-    boot_id,
-    boottime_ns,
-    process_start_time,
-)
 
 MARK_VAR = "QL_PROCESS_TEST_MARK"
 
@@ -559,7 +552,7 @@ async def test_group_mismatch_is_unverified_and_never_signalled(victim: Victim, 
 _WORKER_SCRIPT = """
 import asyncio, json, sys, time
 from pathlib import Path
-from qinglong.worker.process import Executor
+from qinglong.worker.executor import Executor
 
 async def main() -> None:
     env = json.loads(sys.argv[2])
@@ -716,3 +709,16 @@ async def test_launch_evidence_adopts_the_running_wrapper_and_a_corrupt_identity
     corrupt = recover_launch(executor, "offer-1", handle.launch_nonce)
     assert (corrupt.handle, corrupt.never_started) == (None, False)
     assert await LocalProcessController(grace_s=0.2).stop(handle) == "stopped"
+
+
+async def test_a_task_sees_only_what_its_plan_gives_it(executor: Executor, env: dict[str, str]) -> None:
+    """No PYTHONPATH, virtualenv or other Worker environment reaches the task: the runner starts
+    isolated, and the task's environment is its plan's env (PATH added only when the plan has none)."""
+    handle = await spawn(executor, ["env"], env)
+    assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None)
+    names = sorted(line.split("=", 1)[0] for line in executor.read_log(handle, 1 << 16).decode().splitlines())
+    # LC_CTYPE=C.UTF-8 is Python's own locale coercion (PEP 538) in the wrapper when the plan sets no locale
+    assert set(names) - {"LC_CTYPE"} == {"PATH", MARK_VAR}, names
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('qinglong') is not None)"
+    handle = await spawn(executor, ["python3", "-c", probe], env)
+    assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None), "the task imports the Worker"

@@ -1,0 +1,55 @@
+"""worker.toml is read exactly: unknown keys, missing keys and wrong types are one-line ConfigErrors
+naming the key, never silently ignored or coerced. Touches: files under tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qinglong.worker.run import ConfigError, load
+
+GOOD = """origin = "https://control.example:8443"
+worker_id = "a0000000-0000-4000-8000-000000000001"
+generation = 1
+certificate = "worker.crt"
+key = "worker.key"
+trust_anchors = "ca.crt"
+journal = "state/inbox.sqlite"
+work_dir = "state/runs"
+"""
+
+
+def test_a_minimal_file_gets_the_documented_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(GOOD + "tick_seconds = 1\n")
+    config = load(path)
+    assert (config.capacity, config.tick_seconds, config.page_size) == (1, 1.0, 16)
+    assert (config.shutdown_seconds, config.stop_grace_seconds) == (20.0, 5.0)
+    assert config.journal == tmp_path / "state/inbox.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("tick_secnds = 7\n", "worker.toml: unknown field 'tick_secnds'"),
+        ('tick_seconds = "7"\n', "worker.toml.tick_seconds: expected a number of seconds"),
+        ("tick_seconds = 0.0\n", "worker.toml.tick_seconds: outside 0.05..3600 seconds"),
+        ("capacity = true\n", "worker.toml.capacity: expected an integer"),
+        ("capacity = 2.0\n", "worker.toml.capacity: expected an integer"),
+        ("page_size = 65\n", "worker.toml.page_size: outside 1..64"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it(tmp_path: Path, extra: str, says: str) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(GOOD + extra)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == says
+
+
+def test_a_missing_setting_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(GOOD.replace('worker_id = "a0000000-0000-4000-8000-000000000001"\n', ""))
+    with pytest.raises(ConfigError, match=r"^worker.toml.worker_id: missing$"):
+        load(path)

@@ -1,0 +1,325 @@
+"""The Executor: spawns a task under the runner wrapper (the Worker's process layer; identity.py
+holds the durable handle, controller.py stops a task).
+
+`Executor.spawn` validates the durable deadline fields (one-sided, negative or unsafe values are
+refused; nothing is spawned) but never arms a timer: the control plane is the timeout authority. It
+starts `python -I -m qinglong.worker.runner` in a new session (isolated: neither the Worker's
+PYTHONPATH nor its user site reach the wrapper or the task; the task's environment is its plan's
+`env`, PATH when the plan gives none, QINGLONG_DEADLINE_AT_MS, and LC_CTYPE=C.UTF-8 from Python's
+locale coercion in the wrapper when the plan sets no locale) and returns once the wrapper has
+installed its signal handlers and started the task. Log, status, identity and lease files live
+under `work_dir/<offer_id>/` (0700), named after the launch nonce; a nonce is launched at most once.
+The lease file is the wrapper's dead-man's switch (see runner.py): spawn writes the local Lease
+expiry into it and `extend_lease` rewrites it after every persisted renewal.
+
+Touches: `work_dir`, child processes. Standard library only; nothing happens at import or construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from qinglong.worker.identity import CHILDREN, ExitStatus, ProcessHandle, boot_id, read_stat, reap_finished
+from qinglong.worker.runner import write_atomically
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+_RUNNER_MODULE: Final = "qinglong.worker.runner"
+# How long spawn() waits for the wrapper to report it is ready (handlers installed, task started).
+# Past it the wrapper is still running under a known identity, so the handle is returned anyway.
+_READY_TIMEOUT_S: Final = 30.0
+
+
+class ExecutorRefused(Exception):
+    """The Executor refused a spawn request; nothing was spawned and no file was created.
+
+    `code` is stable: deadline.one_sided, deadline.negative, deadline.unsafe, argv.empty, env.invalid,
+    and (also) argv.invalid, offer_id.invalid, launch_nonce.invalid, launch.duplicate.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _check_deadline_value(name: str, value: object) -> None:
+    if value is None:
+        return
+    if type(value) is not int:  # bool and float are refused too
+        raise ExecutorRefused("deadline.unsafe", f"{name} must be a safe integer")
+    if value > MAX_SAFE_INTEGER or value < -MAX_SAFE_INTEGER:
+        raise ExecutorRefused("deadline.unsafe", f"{name} must be a safe integer")
+    if value < 0:
+        raise ExecutorRefused("deadline.negative", f"{name} must not be negative")
+
+
+def _check_name(code: str, what: str, value: object) -> str:
+    if (
+        type(value) is not str
+        or value in ("", ".", "..")
+        or "/" in value
+        or "\x00" in value
+        or len(value.encode("utf-8", "surrogatepass")) > 200
+    ):
+        raise ExecutorRefused(code, f"{what} must be a non-empty file name component")
+    return value
+
+
+def _validate(
+    offer_id: object,
+    launch_nonce: object,
+    argv: object,
+    env: object,
+    timeout_ms: object,
+    deadline_at_ms: object,
+) -> tuple[str, str, list[str], dict[str, str]]:
+    _check_deadline_value("timeout_ms", timeout_ms)
+    _check_deadline_value("deadline_at_ms", deadline_at_ms)
+    if (timeout_ms is None) != (deadline_at_ms is None):
+        raise ExecutorRefused("deadline.one_sided", "timeout_ms and deadline_at_ms must be both present or both absent")
+    if isinstance(argv, str | bytes) or not isinstance(argv, Sequence):
+        raise ExecutorRefused("argv.invalid", "argv must be a sequence of str")
+    if len(argv) == 0:
+        raise ExecutorRefused("argv.empty", "argv must not be empty")
+    if any(type(a) is not str or "\x00" in a for a in argv) or argv[0] == "":
+        raise ExecutorRefused("argv.invalid", "argv items must be str without NUL; argv[0] non-empty")
+    if not isinstance(env, Mapping):
+        raise ExecutorRefused("env.invalid", "env must be a mapping of str to str")
+    clean_env: dict[str, str] = {}
+    for key, value in env.items():
+        if (
+            type(key) is not str
+            or type(value) is not str
+            or key == ""
+            or "=" in key
+            or "\x00" in key
+            or "\x00" in value
+        ):
+            raise ExecutorRefused("env.invalid", f"bad environment entry {key!r}")
+        clean_env[key] = value
+    return (
+        _check_name("offer_id.invalid", "offer_id", offer_id),
+        _check_name("launch_nonce.invalid", "launch_nonce", launch_nonce),
+        list(argv),
+        clean_env,
+    )
+
+
+async def _wait_ready(read_fd: int, timeout_s: float) -> bool | None:
+    """Wait for the wrapper to write its ready byte and close the pipe: True when it reported ready,
+    False when the pipe closed without it (the wrapper died first), None on timeout."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bool] = loop.create_future()
+    received = bytearray()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(read_fd, 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            received.extend(data)
+        elif not done.done():
+            done.set_result(received == b"R")
+
+    os.set_blocking(read_fd, False)
+    loop.add_reader(read_fd, on_readable)
+    try:
+        return await asyncio.wait_for(done, timeout_s)
+    except TimeoutError:
+        return None
+    finally:
+        loop.remove_reader(read_fd)
+
+
+def _spawn_wrapper(cmd: list[str], env: dict[str, str], ready_w: int, ready_target: int) -> int:
+    """Start the wrapper in a new session (its own process group): stdin/stdout/stderr on /dev/null,
+    the ready pipe's write end on `ready_target`, SIGPIPE/SIGXFSZ back to their defaults (as Popen
+    does). Every other descriptor of this process is close-on-exec (PEP 446)."""
+    file_actions = [
+        (os.POSIX_SPAWN_DUP2, ready_w, ready_target),
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    return os.posix_spawn(
+        cmd[0],
+        cmd,
+        env,
+        file_actions=file_actions,
+        setsid=True,
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+    )
+
+
+def _kill_own_child(pid: int) -> int:
+    """SIGKILL the group of a wrapper we spawned and have not reaped (its pid is pinned to it) and
+    reap it; its wait status."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return _wait_own_child(pid)
+
+
+def _wait_own_child(pid: int) -> int:
+    """Reap our wrapper, which has exited or is dying (blocks only that long)."""
+    CHILDREN.discard(pid)
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
+
+
+class Executor:
+    """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700). `stop_grace_s`
+    is the wrapper's own TERM→KILL grace when its dead-man's switch fires."""
+
+    def __init__(self, work_dir: Path, *, stop_grace_s: float = 5.0) -> None:
+        self._work_dir = Path(work_dir)
+        self._stop_grace_s = stop_grace_s
+
+    @staticmethod
+    def lease_path(handle_or_log: ProcessHandle | Path) -> Path:
+        """The dead-man's switch file beside a launch's log."""
+        log = Path(handle_or_log.log_path) if isinstance(handle_or_log, ProcessHandle) else handle_or_log
+        return log.with_suffix(".lease")
+
+    @staticmethod
+    def identity_path(log: Path) -> Path:
+        """The wrapper's own identity file beside a launch's log (written before the task starts)."""
+        return log.with_suffix(".identity.json")
+
+    def extend_lease(self, handle: ProcessHandle, expires_boottime_ns: int) -> None:
+        """Move the wrapper's dead-man's switch to a later local expiry (atomic rename; an OSError
+        leaves the old expiry in force, which stops the task early rather than late)."""
+        path = self.lease_path(handle)
+        if path.exists():
+            write_atomically(path, str(expires_boottime_ns).encode(), durable=False)
+
+    def paths(self, offer_id: str, launch_nonce: str) -> tuple[Path, Path]:
+        """(log, status) paths of one launch."""
+        offer = _check_name("offer_id.invalid", "offer_id", offer_id)
+        nonce = _check_name("launch_nonce.invalid", "launch_nonce", launch_nonce)
+        folder = self._work_dir / offer
+        return folder / f"{nonce}.log", folder / f"{nonce}.status.json"
+
+    async def spawn(
+        self,
+        *,
+        offer_id: str,
+        launch_nonce: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        timeout_ms: int | None,
+        deadline_at_ms: int | None,
+        lease_expires_boottime_ns: int | None = None,
+    ) -> ProcessHandle:
+        reap_finished()
+        offer, nonce, task_argv, task_env = _validate(offer_id, launch_nonce, argv, env, timeout_ms, deadline_at_ms)
+        log_path, status_path = self.paths(offer, nonce)
+
+        # The task's environment is its plan's: the wrapper runs isolated (-I) and imports itself from
+        # the interpreter's own site-packages, so nothing of the Worker's Python path reaches the task.
+        wrapper_env = dict(task_env)
+        wrapper_env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        wrapper_env.pop("QINGLONG_DEADLINE_AT_MS", None)
+        if deadline_at_ms is not None:
+            wrapper_env["QINGLONG_DEADLINE_AT_MS"] = str(deadline_at_ms)
+
+        self._work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder = log_path.parent
+        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)
+        if status_path.exists():
+            raise ExecutorRefused("launch.duplicate", f"launch {nonce!r} of offer {offer!r} already ran")
+        try:
+            # The log is created exclusively: a launch nonce is spawned at most once.
+            os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            raise ExecutorRefused(
+                "launch.duplicate", f"launch {nonce!r} of offer {offer!r} was already spawned"
+            ) from None
+
+        ready_r, ready_w = os.pipe()
+        ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
+        cmd = [sys.executable, "-I", "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]
+        cmd += ["--identity", str(self.identity_path(log_path))]
+        if lease_expires_boottime_ns is not None:
+            lease_path = self.lease_path(log_path)
+            write_atomically(lease_path, str(lease_expires_boottime_ns).encode(), durable=False)
+            cmd += ["--lease", str(lease_path), "--grace", repr(float(self._stop_grace_s))]
+        cmd += ["--ready-fd", str(ready_target), "--", *task_argv]
+        try:
+            try:
+                pid = _spawn_wrapper(cmd, wrapper_env, ready_w, ready_target)
+            finally:
+                os.close(ready_w)
+            CHILDREN.add(pid)
+            try:
+                # Our unreaped child: /proc/<pid> exists (at worst as a zombie) and the pid is ours.
+                st = read_stat(pid)
+                if st is None:
+                    raise RuntimeError(f"runner wrapper {pid} has no /proc entry")
+                handle = ProcessHandle(
+                    pid=pid,
+                    pgid=pid,
+                    start_time=st.start_time,
+                    boot_id=boot_id(),
+                    log_path=str(log_path),
+                    status_path=str(status_path),
+                    launch_nonce=nonce,
+                )
+                ready = await _wait_ready(ready_r, _READY_TIMEOUT_S)
+            except BaseException:
+                # No durable handle will be recorded: do not leave an untracked task running.
+                _kill_own_child(pid)
+                raise
+        finally:
+            os.close(ready_r)
+        if ready is False:  # the wrapper closed the pipe without reporting ready: it has exited
+            code = os.waitstatus_to_exitcode(_wait_own_child(pid))
+            raise RuntimeError(f"runner wrapper exited before it was ready (exit {code})")
+        return handle
+
+    def exit_status(self, handle: ProcessHandle) -> ExitStatus | None:
+        """The task's exit status from the wrapper's status file; None while the file is absent."""
+        reap_finished()
+        try:
+            with open(handle.status_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        obj = json.loads(raw)
+        if not isinstance(obj, dict) or set(obj) != {"exitCode", "signal"}:
+            raise ValueError(f"malformed status file {handle.status_path}")
+        code, signum = obj["exitCode"], obj["signal"]
+        for value in (code, signum):
+            if value is not None and type(value) is not int:
+                raise ValueError(f"malformed status file {handle.status_path}")
+        if (code is None) == (signum is None):
+            raise ValueError(f"malformed status file {handle.status_path}")
+        return ExitStatus(exit_code=code, signal=signum)
+
+    def read_log(self, handle: ProcessHandle, cap: int) -> bytes:
+        """The first `cap` bytes of the task's log."""
+        if type(cap) is not int or cap < 0:
+            raise ValueError("cap must be a non-negative int")
+        chunks: list[bytes] = []
+        remaining = cap
+        with open(handle.log_path, "rb") as f:
+            while remaining > 0:
+                chunk = f.read(remaining)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        return b"".join(chunks)
