@@ -32,6 +32,7 @@ from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.errors import ERROR_CODES
+from qinglong.wire.logline import emit
 
 log = logging.getLogger("qinglong.shell")
 
@@ -51,8 +52,8 @@ class Refusal(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def _log(action: str, **fields: Any) -> None:
-    log.info(json.dumps({"action": action, **fields}, sort_keys=True, separators=(",", ":")))
+def _log(event: str, **fields: Any) -> None:
+    emit(log, logging.INFO, event, **fields)
 
 
 def _error(status: int, code: str, message: str, request_id: str) -> web.Response:

@@ -4,7 +4,6 @@ database pool until SIGTERM/SIGINT. Touches the network (its three listeners) an
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from qinglong.shell.app import make_admin_app, make_app
 from qinglong.shell.config import ShellConfig, load
 from qinglong.shell.db import Database
 from qinglong.shell.tls import server_context
+from qinglong.wire.logline import configure as configure_logging
 
 
 async def serve(config: ShellConfig, *, ready: asyncio.Event | None = None) -> None:
@@ -50,5 +50,5 @@ async def serve(config: ShellConfig, *, ready: asyncio.Event | None = None) -> N
 
 
 def main(config_path: Path) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure_logging()
     asyncio.run(serve(load(config_path)))

@@ -53,7 +53,9 @@ from qinglong.wire import (
     check_lease_version,
     ql3w,
 )
-from qinglong.worker.log import emit, settled
+from qinglong.wire.logline import emit, settled
+
+log = logging.getLogger("qinglong.worker")
 
 R = TypeVar("R", bound=Message)
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -221,23 +223,23 @@ class WorkerIngressHttpsClient:
             ) as resp:
                 data = await _read_exact(resp)
         except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
-            emit(logging.WARNING, "call.transport_failed", key=f"transport:{route}", route=route,
+            emit(log, logging.WARNING, "call.transport_failed", key=f"transport:{route}", route=route,
                  error=type(exc).__name__)  # fmt: skip
             raise TransportError(type(exc).__name__) from None
         except ProtocolError as exc:
-            emit(logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=str(exc))
+            emit(log, logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=str(exc))
             raise
         settled(f"transport:{route}")
         if resp.status != 200:
             error = _refusal(resp.status, data)
             code = error.code if isinstance(error, Refused) else str(error)
-            emit(logging.WARNING, "call.refused", key=f"refused:{route}:{code}", route=route, status=resp.status,
+            emit(log, logging.WARNING, "call.refused", key=f"refused:{route}:{code}", route=route, status=resp.status,
                  code=code)  # fmt: skip
             raise error
         try:
             result: R = contract.parse(data)
         except WireError as exc:
-            emit(logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=exc.code)
+            emit(log, logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=exc.code)
             raise ProtocolError(f"response outside its contract: {exc.code}") from None
         return result
 

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from qinglong.wire import OfferOffered
+from qinglong.wire.logline import emit
 from qinglong.worker.identity import boot_id, boottime_ns
 from qinglong.worker.journal import Journal, Record, State
-from qinglong.worker.log import emit
+
+log = logging.getLogger("qinglong.worker")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,6 @@ def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record
     saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
     if state != record.state:
         moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
-        emit(logging.INFO, "record.state", offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason,
-             **moved)  # fmt: skip
+        moved.update(offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason)
+        emit(log, logging.INFO, "record.state", **moved)
     return saved

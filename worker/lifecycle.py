@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from qinglong.wire import OfferOffered
+from qinglong.wire.logline import emit
 from qinglong.worker.client import (
     ClientError,
     Refused,
@@ -44,8 +45,9 @@ from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
-from qinglong.worker.log import emit
 from qinglong.worker.processor import Processor
+
+log = logging.getLogger("qinglong.worker")
 
 STARTUP_PAGE: Final = 64
 BACKOFF_MIN_S: Final = 1.0
@@ -139,7 +141,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
                 self._session = await self._client.open_session(capacity=self._capacity, generation=self._generation)
             except Refused as refused:
                 self.refused = refused.code
-                emit(logging.ERROR, "worker.refused", code=refused.code, status=refused.status)
+                emit(log, logging.ERROR, "worker.refused", code=refused.code, status=refused.status)
                 raise
             self._contact(self._session)
         return self._session
@@ -184,7 +186,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
             # Writes would no longer reach what a restart reads: renew nothing, pull nothing. Every
             # task then stops at its local expiry (the runner's switch) and the database recovers it.
             if not self.failed_closed:
-                emit(logging.ERROR, "journal.replaced", journal=str(journal.path))
+                emit(log, logging.ERROR, "journal.replaced", journal=str(journal.path))
             self.failed_closed = True
             return
         now = time.monotonic()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 import tomllib
@@ -36,13 +35,13 @@ from typing import Any, NoReturn
 
 from qinglong.wire.codec import WireError
 from qinglong.wire.fields import Int, Record, Seconds, Str, Uuid, wire
+from qinglong.wire.logline import configure as configure_logging
 from qinglong.worker import admin
 from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
-from qinglong.worker.log import JsonLines
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -231,9 +230,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"qinglong-worker: {exc}", file=sys.stderr)
             return 2
         return admin.main(args, journal)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLines())
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    configure_logging()
     try:
         return asyncio.run(run(load(args.config)))
     except ConfigError as exc:

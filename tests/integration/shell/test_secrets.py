@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 
 import pytest
 
@@ -99,7 +100,8 @@ async def test_no_secret_reaches_a_log(
     assert bearer_digest in pg_log.lower()
     assert _leaks(pg_log, secrets) == []
 
-    assert any('"route":"worker.lease_control"' in line for line in logs.shell.lines), logs.shell.lines
+    events = [json.loads(line) for line in logs.shell.lines]
+    assert any(e["event"] == "request" and e["route"] == "worker.lease_control" for e in events), logs.shell.lines
     shell_log = logs.shell.text
     assert _leaks(shell_log, secrets) == []
     assert _leaks(shell_log, {"lease token digest": token_digest, "bearer digest": bearer_digest}) == []

@@ -76,8 +76,12 @@ async def test_serve_answers_on_its_listeners_and_stops_on_sigterm(
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda text: text.replace("[database]", "[db]"), "missing setting"),
+        (lambda text: text.replace("[database]", "[db]"), "shell.toml: unknown field 'db'"),
         (lambda text: text.replace('host = "127.0.0.1"\nport = ', 'host = "0.0.0.0"\nport = ', 3), "loopback"),
+        (lambda text: text.replace('host = "127.0.0.1"\nport = ', 'host = "no-such-host"\nport = ', 3), "loopback"),
+        (lambda text: text.replace("[secret]", "[database.extra]\nx = 1\n\n[secret]"), "unknown field 'extra'"),
+        (lambda text: text + "pool = 4\n", "admin_listener: unknown field 'pool'"),
+        (lambda text: text.replace("\n\n[secret]", '\npool_size = "4"\n\n[secret]'), "pool_size: expected an integer"),
     ],
 )
 def test_a_bad_configuration_is_one_line_and_exit_2(

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from qinglong.worker import log as worker_log
-from qinglong.worker.log import JsonLines, emit, settled
+from qinglong.wire import logline
+from qinglong.wire.logline import JsonLines, emit, settled
 
 
 @pytest.fixture
@@ -24,10 +24,13 @@ def lines() -> Iterator[io.StringIO]:
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)
-    worker_log._HELD.clear()
+    logline._HELD.clear()
     yield stream
     logger.removeHandler(handler)
     logger.setLevel(old_level)
+
+
+LOG = logging.getLogger("qinglong.worker")
 
 
 def parsed(stream: io.StringIO) -> list[dict[str, object]]:
@@ -35,24 +38,24 @@ def parsed(stream: io.StringIO) -> list[dict[str, object]]:
 
 
 def test_an_event_is_one_json_line_with_utc_time_and_level(lines: io.StringIO) -> None:
-    emit(logging.WARNING, "call.refused", route="lease-control", status=409, code="fenced.stale_version")
+    emit(LOG, logging.WARNING, "call.refused", route="lease-control", status=409, code="fenced.stale_version")
     [line] = parsed(lines)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(line.pop("time")))
-    assert line == {"level": "warning", "event": "call.refused", "route": "lease-control", "status": 409,
-                    "code": "fenced.stale_version"}  # fmt: skip
+    assert line == {"level": "warning", "component": "worker", "event": "call.refused", "route": "lease-control",
+                    "status": 409, "code": "fenced.stale_version"}  # fmt: skip
 
 
 def test_a_repeating_event_is_written_once_then_counted(lines: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr("qinglong.worker.log.monotonic", lambda: clock[0])
+    monkeypatch.setattr("qinglong.wire.logline.monotonic", lambda: clock[0])
     for _ in range(5):
-        emit(logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
+        emit(LOG, logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
     clock[0] += 61
-    emit(logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
+    emit(LOG, logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
     first, second = parsed(lines)
     assert "repeated" not in first and second["repeated"] == 4
     settled("transport:pull")
-    emit(logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
+    emit(LOG, logging.WARNING, "call.transport_failed", key="transport:pull", route="pull", error="TimeoutError")
     assert len(parsed(lines)) == 3, "a settled condition is written again at once"
 
 

@@ -1,7 +1,11 @@
-"""The Worker's log: one JSON object per line — time (UTC, ms), level, event, the ids and a reason
-code. Callers pass ids and codes only, never a lease token, session key or signature. A repeating
-event (same `key`: a transport failure, a refusal) is written the first time and then at most once
-per `every_s`, with how many were held back in between. Touches: the `qinglong.worker` logger only.
+"""The one JSON log line of the shell, the Worker and the CLI's server commands. Touches nothing but the
+logger a caller hands to `emit` and the root logger that `configure` sets up.
+
+A line is one JSON object: time (UTC, ms), level, component (`shell`, `worker`, … from the logger
+`qinglong.<component>`), event, the ids and a reason code. Callers pass ids and codes only, never a
+lease token, session key, bearer token or signature. A repeating event (same `key`: a transport
+failure, a refusal) is written the first time and then at most once per `every_s`, with how many
+were held back in between. Standard library only.
 """
 
 from __future__ import annotations
@@ -9,16 +13,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import sys
 from time import monotonic
 from typing import Any, Final
 
-log = logging.getLogger("qinglong.worker")
 _HELD: dict[str, tuple[float, int]] = {}  # key → (when last written, how many held back since)
 _MAX_KEYS: Final = 256
 
 
-def emit(level: int, event: str, *, key: str | None = None, every_s: float = 60.0, **fields: Any) -> None:
-    """Log `event` with `fields` (JSON values: ids, codes, numbers)."""
+def configure() -> None:
+    """Send INFO and above to stderr as JSON lines (a server command's first step)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+def emit(
+    log: logging.Logger, level: int, event: str, *, key: str | None = None, every_s: float = 60.0, **fields: Any
+) -> None:
+    """Log `event` with `fields` (JSON values: ids, codes, numbers) on `log`."""
     if key is not None:
         now = monotonic()
         last, held = _HELD.get(key, (None, 0))
@@ -53,5 +66,9 @@ class JsonLines(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             fields["exception"] = record.exc_info[0].__name__
         stamp = dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds")
-        head = {"time": stamp.replace("+00:00", "Z"), "level": record.levelname.lower()}
+        head = {
+            "time": stamp.replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "component": record.name.removeprefix("qinglong.").split(".")[0],
+        }
         return json.dumps({**head, **fields}, default=str)
