@@ -10,7 +10,7 @@ test: setup
 demo: setup
 	bash scripts/demo.sh
 
-# Rewrite db/deploy|revert|verify for every db/functions file (after editing a function).
+# Rewrite the deploy/revert/verify scripts (in db/qinglong/db) of every db/functions file (after editing one).
 sync: setup
 	.venv/bin/python scripts/sync_functions.py
 

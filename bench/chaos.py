@@ -48,7 +48,7 @@ from typing import Any, Final
 
 import psycopg
 
-from bench.common import REPO, Env, Result, ShellProcess, say, table
+from bench.common import REPO, Env, Result, ShellProcess, record_json, say, table
 from qinglong.cli import admin, pki
 from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
 from qinglong.worker.identity import boottime_ns
@@ -1059,7 +1059,7 @@ def run(env: Env, runs: int) -> Result:
     root.mkdir()
     config = ChaosConfig(runs=runs)
     counts = run_chaos(env, "chaos", config, root)
-    record_json(counts)
+    record_json("chaos", counts)
     return Result(render(counts), summary(counts), {"chaos": counts})
 
 
@@ -1082,19 +1082,6 @@ def summary(c: dict[str, Any]) -> list[str]:
         f"{c['worker_kills']} Worker kills; {zeros}; max stop lag after local expiry "
         f"{c['max_stop_lag_after_local_expiry_s']:.2f} s"
     ]
-
-
-def record_json(counts: dict[str, Any], path: Path = REPO / "bench" / "results.json") -> None:
-    """Read-modify-write bench/results.json (one JSON object; other benchmarks keep their keys)."""
-    data: dict[str, Any] = {}
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        loaded = json.loads(path.read_text())
-        if isinstance(loaded, dict):
-            data = loaded
-    data["chaos"] = counts
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def render(c: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import platform
@@ -36,6 +37,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from qinglong.cli import pki
+from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -472,8 +474,7 @@ def environment() -> Iterator[Env]:
             ).fetchall()
         say("sqitch deploy into the template database")
         subprocess.run(
-            ["sqitch", "deploy", "--quiet", cluster.sqitch_target(TEMPLATE)],
-            cwd=REPO,
+            sqitch("deploy", "--quiet", cluster.sqitch_target(TEMPLATE)),
             check=True,
             capture_output=True,
         )
@@ -602,3 +603,16 @@ def queue_runs(conn: psycopg.Connection[Any], task: TaskRef, count: int) -> None
             " 'run.queued:' || q.id::text)) from new_runs q"
         ).fetchone()
     assert row is not None and row[0] == count, row
+
+
+def record_json(key: str, counts: dict[str, Any], path: Path = REPO / "bench" / "results.json") -> None:
+    """Read-modify-write bench/results.json (one JSON object; every other benchmark keeps its key)."""
+    data: dict[str, Any] = {}
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        loaded = json.loads(path.read_text())
+        if isinstance(loaded, dict):
+            data = loaded
+    data[key] = counts
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

@@ -1,7 +1,8 @@
 """`python -m bench.run`: the benchmark command (not a test). One fresh PostgreSQL 15 cluster with
 fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside Procrastinate, (c)
 cancellation convergence, (d) a Worker supervising its journal, (e) chaos on real parts (lost answers,
-killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json). Prints progress
+killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json), (f) a connection
+flood against the shell's default connection budgets (bench/flood.py, also bench/results.json). Prints progress
 and each table, and writes bench/RESULTS.md with the machine, the command and the ratios measured in this run.
 
 Touches: a temporary folder under /tmp (removed), the processes it starts, loopback ports,
@@ -20,31 +21,22 @@ import shlex
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e")
-
-
-def bench_extra() -> list[str]:
-    """The `bench` optional dependencies from pyproject.toml (the one place the pin lives)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    extra: list[str] = project["optional-dependencies"]["bench"]
-    return extra
+PARTS = ("a", "b", "c", "d", "e", "f")
 
 
 def ensure_procrastinate() -> str:
-    """Import Procrastinate, installing the `bench` extra into this interpreter's environment first
-    when it is missing; its version."""
+    """Import Procrastinate, installing the `bench` dependency group (pyproject.toml, the one place the
+    pin lives) into this interpreter's environment first when it is missing; its version."""
     try:
         module = importlib.import_module("procrastinate")
     except ImportError:
-        wanted = bench_extra()
-        say(f"installing the benchmark-only extra: pip install {' '.join(wanted)}")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *wanted], check=True)
+        say("installing the benchmark-only group: pip install --group bench")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--group", "bench"], cwd=REPO, check=True)
         importlib.invalidate_caches()
         module = importlib.import_module("procrastinate")
     from importlib.metadata import version
@@ -60,6 +52,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ticks", type=int, default=100, help="Worker ticks measured in (d)")
     p.add_argument("--records", type=int, default=1000, help="journal records in (d)")
     p.add_argument("--chaos-runs", type=int, default=500, help="Runs of the chaos engine in (e) (default 500)")
+    p.add_argument("--flood-seconds", type=float, default=30.0, help="length of the flood in (f) (default 30)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
     return p.parse_args(argv)
@@ -108,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import chaos
 
             results.append(chaos.run(env, args.chaos_runs))
+        if "f" in only:
+            from bench import flood
+
+            results.append(flood.run(env, args.flood_seconds))
         pg_settings = dict(env.settings)
     total = time.monotonic() - started
     host["load average at start"] = " ".join(f"{x:.2f}" for x in load)

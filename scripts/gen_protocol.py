@@ -1,10 +1,11 @@
 """Generate docs/protocol.md from the wire declarations, so the document cannot drift from the code.
 
 Everything in the document is read from `qinglong.wire` (schemas, byte caps, fields, bounds,
-patterns, error codes), from `qinglong.shell.routes.ROUTES` (method, path, ql_api function,
-audience, permission) and from `qinglong.shell.app` (the HTTP status of each error code). The
-examples are hand-written values, but each one is constructed through its message class and
-parsed back, so an example that breaks its contract stops the generator. Usage:
+patterns, and the error table `qinglong.wire.errors.ERRORS`: each code's HTTP status, meaning and
+the routes that can answer it) and from `qinglong.shell.routes.ROUTES` (method, path, ql_api
+function, audience, permission); no source text is read. The examples are hand-written values, but
+each one is constructed through its message class and parsed back, so an example that breaks its
+contract stops the generator. Usage:
 
     python scripts/gen_protocol.py           # write docs/protocol.md
     python scripts/gen_protocol.py --check   # exit 1 when docs/protocol.md differs from the output
@@ -19,7 +20,6 @@ import base64
 import hashlib
 import inspect
 import json
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -27,13 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qinglong.shell import app as shell_app
 from qinglong.shell.routes import PHASES as PHASE_PATTERN
 from qinglong.shell.routes import ROUTES, Route
 from qinglong.wire import (
     ALL_MESSAGES,
-    ERROR_CODES,
-    WIRE_CODES,
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
@@ -84,7 +81,7 @@ from qinglong.wire import (
     timeline,
 )
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
-from qinglong.wire.errors import FENCE_REASONS, INVALID_REASONS
+from qinglong.wire.errors import ERRORS, Scope
 from qinglong.wire.fields import (
     Base64Bytes,
     Bool,
@@ -531,130 +528,26 @@ def directions(cls: type[Message]) -> str:
     return "; ".join(sent) or "not used by any route"
 
 
-# -- error codes and their HTTP status, read from shell/app.py ----------------------------------
+# -- error codes: the table of qinglong.wire.errors ------------------------------------------------
 
-NOT_SENT_BY_THE_SHELL = {
-    "auth.unknown_session": "reserved; the shell does not send it today (a bad session fails the signature)",
-    "request.malformed": "reserved; the shell does not send it today (malformed bodies get a wire.* code)",
-    "wire.version_mismatch": "never on the wire: the Worker's own check that a renewal answers expectedVersion + 1",
-}
-FENCE_MEANINGS = {
-    "worker_disabled": "the Worker is disabled, or was re-enrolled after this session opened",
-    "certificate_mismatch": "the client certificate is not the one enrolled for this Worker",
-    "stale_session": "the session is not this Worker's live session (replaced, closed or unknown)",
-    "session_expired": "the session outlived its expiry without a heartbeat",
-    "stale_generation": "the Worker was re-enrolled: this generation is fenced",
-    "identity_mismatch": "the Project, Run or Attempt does not belong to this Offer",
-    "stale_lease_generation": "the Lease generation is not the current one",
-    "token_mismatch": "the lease token is not the one issued with this Offer",
-    "lease_expired": "the Lease expired (database time)",
-    "state_drift": "the Attempt is not in a state this call can act on",
-    "stale_version": "the Lease version is not the current one (a lost or duplicated renewal)",
-    "completion_conflict": "the Attempt already ended with a different completion",
-    "artifact_mismatch": "the completion's receipts do not match the stored artifacts",
-    "artifact_conflict": "an artifact of this kind is stored with another sha256 or size",
-    "subject_disabled": "the bearer token's subject is disabled",
-    "project_archived": "the Project is archived",
-    "project_changed": "the Project's policy changed after admission (retry)",
-    "binding_revoked": "the subject's role binding was revoked",
-    "binding_changed": "the subject's role binding changed after admission (retry)",
-    "role_insufficient": "the subject's role does not allow this",
-    "approval_required": "an agent asked for `run.stop`",
-    "mutation_conflict": "the mutationId was used before for a different command",
-}
-INVALID_MEANINGS = {
-    "size": "the declared size does not match the content",
-    "too_large": "the artifact is larger than the database's artifact_max_bytes",
-    "sha256_mismatch": "the declared sha256 does not match the content",
+SCOPES: dict[Scope, str] = {
+    "any": "any route",
+    "body": "a route with a body",
+    "worker": "Worker routes",
+    "signed": "signed Worker routes",
+    "user": "user routes",
 }
 
 
-def http_statuses() -> dict[str, tuple[int, str]]:
-    """code → (HTTP status, how the shell reaches it), from shell/app.py's constants and source."""
-    source = inspect.getsource(shell_app)
-    found: dict[str, tuple[int, str]] = {}
-    for status, name in re.findall(r'(?:Refusal|_error)\((\d{3}), "([a-z0-9_.]+)"', source):
-        found.setdefault(name, (int(status), "the shell's pipeline"))
-    wire_rule = re.search(r'(\d{3}) if exc\.code == "wire\.too_large" else (\d{3})', source)
-    if wire_rule is None:
-        raise SystemExit("shell/app.py no longer maps wire.* codes as scripts/gen_protocol.py expects")
-    for name in WIRE_CODES:
-        if name not in NOT_SENT_BY_THE_SHELL:
-            status = int(wire_rule[1] if name == "wire.too_large" else wire_rule[2])
-            found.setdefault(name, (status, "the request body breaks its wire contract"))
-    for name in (ql3w.BAD_HEADER, ql3w.EXPIRED):
-        found.setdefault(name, (401, "the `ql3w` header is malformed, expired or does not verify"))
-    outcome = shell_app.OUTCOME_HTTP
-    for reason in FENCE_REASONS:
-        if reason != "approval_required":
-            found.setdefault(f"fenced.{reason}", (outcome["fenced"], FENCE_MEANINGS[reason]))
-    for reason in INVALID_REASONS:
-        meaning = INVALID_MEANINGS.get(
-            reason, f"the database refused the input `{reason}` (the wire parser refuses most first)"
-        )
-        found.setdefault(f"invalid.{reason}", (outcome["invalid"], meaning))
-    found["not_found"] = (outcome["not_found"], "missing, or another Project's or another Worker's object")
-    for admission_status in sorted(set(shell_app.ADMISSION_HTTP.values())):
-        name = {401: "auth.unauthenticated", 404: "not_found"}[admission_status]
-        found.setdefault(name, (admission_status, "admission refused the bearer token"))
-    found.setdefault("denied", (403, "admission or policy denied the request"))
-    for name, (status, _how) in list(found.items()):
-        if name not in ERROR_CODES:
-            raise SystemExit(f"shell/app.py sends {name} ({status}), which is not in qinglong.wire.ERROR_CODES")
-    unmapped = [c for c in ERROR_CODES if c not in found and c not in NOT_SENT_BY_THE_SHELL]
-    if unmapped:
-        raise SystemExit(f"scripts/gen_protocol.py cannot tell the HTTP status of: {', '.join(unmapped)}")
-    if set(FENCE_MEANINGS) != set(FENCE_REASONS):
-        raise SystemExit("FENCE_MEANINGS in scripts/gen_protocol.py must name exactly wire.errors.FENCE_REASONS")
-    return found
-
-
-WIRE_MEANINGS = {
-    "wire.too_large": "the body is over the message's byte cap",
-    "wire.invalid_utf8": "the body is not UTF-8 (or escapes a lone surrogate)",
-    "wire.invalid_json": "the body is not one JSON value (NaN and Infinity included)",
-    "wire.too_deep": f"nesting deeper than {MAX_DEPTH}",
-    "wire.duplicate_key": "an object repeats a key",
-    "wire.not_object": "the top level is not an object",
-    "wire.unknown_field": "a field the message does not declare",
-    "wire.missing_field": "a required field is absent",
-    "wire.bad_type": "a value of the wrong JSON type (or null where not allowed)",
-    "wire.out_of_range": "an integer outside its bounds",
-    "wire.bad_uuid": "a path id or a body field is not a canonical lower-case uuid",
-    "wire.control_character": "a control character or U+2028/U+2029 in a string or key",
-    "wire.bad_schema": "`schema` is not this route's message family",
-    "wire.bad_enum": "a value outside its enum",
-    "wire.too_long": "a string, array or map over its maximum",
-    "wire.too_short": "a string or array under its minimum",
-    "wire.bad_pattern": "a string that does not match its pattern",
-    "wire.bad_base64": "a token or content that is not canonical base64",
-}
-MEANINGS = {
-    **WIRE_MEANINGS,
-    "auth.unauthenticated": "no bearer token, an unknown one, or its subject is disabled",
-    "auth.certificate_mismatch": "no verified client certificate, or it names another Worker than the path",
-    "auth.bad_signature": "the `ql3w` header is malformed, names another Worker or session, or does not verify",
-    "auth.expired_timestamp": f"the `ql3w` timestamp is more than {ql3w.SKEW_SECONDS} s from the shell's clock",
-    "request.too_large": "the body is over the route's byte cap (refused before it is buffered)",
-    "request.unsupported_media_type": "the body is not `application/json`",
-    "fenced.stale_generation": FENCE_MEANINGS["stale_generation"] + " (or the body names another generation)",
-    "approval_required": "an agent asked for `run.stop`: a human must do it",
-    "denied": "admission denied: the subject's role does not allow this, or the Project is archived",
-    "storage.unavailable": "the database cannot be reached",
-    "internal.bad_projection": "the database answered outside the response contract (never forwarded)",
-    "internal.error": "a bug in the shell (logged with its type only)",
-}
+def answer(name: str) -> str:
+    """An error code with its HTTP status, as the text names it."""
+    return f"{ERRORS[name].status} {code(name)}"
 
 
 def error_table() -> list[str]:
-    statuses = http_statuses()
-    rows = ["| code | HTTP | when |", "| --- | --- | --- |"]
-    for name in ERROR_CODES:
-        if name in NOT_SENT_BY_THE_SHELL:
-            rows.append(f"| {code(name)} | — | {NOT_SENT_BY_THE_SHELL[name]} |")
-            continue
-        status, how = statuses[name]
-        rows.append(f"| {code(name)} | {status} | {cell(MEANINGS.get(name, how))} |")
+    rows = ["| HTTP | code | answered by | meaning |", "| --- | --- | --- | --- |"]
+    for error in sorted(ERRORS.values(), key=lambda e: e.status):
+        rows.append(f"| {error.status} | {code(error.code)} | {SCOPES[error.scope]} | {cell(error.meaning)} |")
     return rows
 
 
@@ -720,8 +613,8 @@ def render() -> str:
     out: list[str] = [
         "# Qinglong wire protocol",
         "",
-        "<!-- GENERATED by scripts/gen_protocol.py from qinglong.wire, qinglong.shell.routes and",
-        "     qinglong.shell.app. Do not edit: run `python scripts/gen_protocol.py`. A unit test fails on drift. -->",
+        "<!-- GENERATED by scripts/gen_protocol.py from qinglong.wire and qinglong.shell.routes.",
+        "     Do not edit: run `python scripts/gen_protocol.py`. A unit test fails on drift. -->",
         "",
         "Every body on the worker ingress and the user API is one JSON object with a `schema` field naming",
         "its message family. One definition per message (`qinglong.wire`) is used by the sender and the",
@@ -730,8 +623,9 @@ def render() -> str:
         "",
         "## Rules for every body",
         "",
-        "- `Content-Type: application/json`, UTF-8. Anything else is refused with 415 before parsing.",
-        "- The byte cap of the message is checked before decoding (413 `request.too_large`).",
+        "- `Content-Type: application/json`, UTF-8. Anything else is refused before parsing",
+        f"  ({answer('request.unsupported_media_type')}).",
+        f"- The byte cap of the message is checked before decoding ({answer('request.too_large')}).",
         "- Refused: a top level that is not an object, duplicate keys at any depth, unknown or missing",
         "  fields, a wrong `schema`, unknown enum values, integers outside"
         f" ±{number(MAX_SAFE_INTEGER)} (and outside each field's bounds),",
@@ -740,7 +634,8 @@ def render() -> str:
         "- `required, may be null` fields are always present; `optional` fields may be absent and are never null.",
         "- Every `…AtMs` field is milliseconds since the Unix epoch, read from the database clock.",
         "- Answers are canonical JSON (sorted keys, no spaces). The shell checks every database result",
-        "  against the response contract; a result outside it is a 503 `internal.bad_projection`, never forwarded.",
+        "  against the response contract; a result outside it is a"
+        f" {answer('internal.bad_projection')}, never forwarded.",
         "- Raw lease tokens and session keys travel only where a table below marks a field `secret`; only",
         "  their SHA-256 reaches the database, and none of them is ever logged.",
         "",
@@ -791,10 +686,12 @@ def render() -> str:
         "## Error codes",
         "",
         "Every non-2xx answer is an [ErrorMessage](#errormessage) (`qinglong/error@v1`) whose `code` is one of",
-        "these, stable across releases. Database outcomes map by rule: `fenced` + reason is `fenced.<reason>`",
-        "(409), `invalid` + reason is `invalid.<reason>` (400), `not_found` is 404, and the policy fence's",
-        "`approval_required` is the code `approval_required` (403). A missing object and one of another",
-        "Project or Worker look the same.",
+        "these, stable across releases, and its HTTP status is the code's. Database outcomes map by rule:",
+        "`fenced` + reason is `fenced.<reason>`, `invalid` + reason is `invalid.<reason>`, `not_found` is",
+        "`not_found`, and the policy fence's `approval_required` is the code `approval_required`. A missing",
+        "object and one of another Project or Worker look the same. A signed Worker route is every Worker",
+        "route but session open; `qinglong.wire.errors.ERRORS` is the table, and the OpenAPI document lists",
+        "under each route the statuses and codes it can answer.",
         "",
         *error_table(),
         "",

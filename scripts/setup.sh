@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up on Debian 12 as root: the Debian packages of docs/architecture.md §10
-# and the virtualenv at .venv with the project's pinned dependencies. A second run installs nothing.
+# and the virtualenv at .venv: every distribution of the repository installed editable (pip install -e,
+# one per top-level folder), the development tools of pyproject.toml's `dev` group, and the commands
+# `qinglong`, `qinglong-worker` and `qinglong-devdb` in .venv/bin. A second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   postgresql-15 postgresql-15-pgtap postgresql-15-cron postgresql-15-plpgsql-check
   sqitch libdbd-pg-perl libtap-parser-sourcehandler-pgtap-perl
-  python3 python3-venv util-linux curl openssl jq
+  python3 python3-venv util-linux curl openssl jq systemd
 )
 
 missing=()
@@ -23,22 +25,19 @@ fi
 
 PYTHON=${PYTHON:-python3}
 stamp=.venv/.qinglong-setup
-want=$(cat pyproject.toml scripts/setup.sh scripts/link_import_root.py | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/setup.sh */pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 echo "setup: preparing .venv"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# Dependencies from pyproject (single source of truth), then the import root as live links.
-.venv/bin/python - <<'PY' > .venv/requirements.txt
-import tomllib
-p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-deps = list(p["dependencies"])
-for extra in ("control", "dev"):
-    deps += p["optional-dependencies"][extra]
-print("\n".join(deps))
-PY
-.venv/bin/python -m pip install -q -r .venv/requirements.txt
-.venv/bin/python scripts/link_import_root.py
+# The control distribution pulls in every sibling and every third-party pin; then each sibling is
+# reinstalled editable (pip cannot mix an editable project with a sibling's path reference to it in
+# one resolution), so edits in the checkout are live.
+.venv/bin/python -m pip install -q ./cli --group dev
+editable=()
+for project in */pyproject.toml; do editable+=(-e "./${project%/pyproject.toml}"); done
+.venv/bin/python -m pip install -q --no-deps "${editable[@]}"
+rmdir .venv/lib/python3*/site-packages/qinglong 2>/dev/null || true  # left empty by the first step
 echo "$want" > "$stamp"

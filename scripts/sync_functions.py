@@ -1,4 +1,5 @@
-"""Write each function's sqitch deploy/revert/verify scripts from its db/functions file.
+"""Write each function's sqitch deploy/revert/verify scripts (in the sqitch project, db/qinglong/db) from its
+db/functions file. Touches: only those scripts (never a frozen `<change>@<tag>.sql` copy).
 
 db/functions/<schema>/<name>.sql is the reviewable truth (docs/architecture.md §2). sqitch hashes only
 the deploy script, and a later rework must keep the old body, so the deploy script is a FROZEN
@@ -11,19 +12,34 @@ A function file declares, in its header comment:
     -- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
     -- grant execute: ql_runtime            (optional; a comma list of roles)
 and every function states its volatility (volatile | stable | immutable) on a line of its own.
+
+Reworked changes. A change the plan lists again after a tag was reworked (`sqitch rework`): sqitch
+copied the earlier instance's scripts to <change>@<tag>.sql, named after the first tag between the two
+instances whose deploy copy exists, and those copies are frozen for ever. For the latest instance this
+script writes deploy/<change>.sql and verify/<change>.sql as for any function, and revert/<change>.sql
+RESTORES the previous instance: the body of deploy/<change>@<tag>.sql (between its header and `commit;`)
+with exactly its grants (every role's privilege is revoked first; the body grants its own again). If
+the signature or kind changed, the new routine is dropped first instead. Only a never-reworked
+function's revert is `drop`. It never writes a frozen copy: a missing one, or a deploy copy that is no
+longer what this script once wrote, is an error in both modes, and then nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from qinglong.db import PROJECT
+
 ROOT = Path(__file__).resolve().parent.parent
-DB = ROOT / "db"
+FUNCTIONS = ROOT / "db" / "functions"
 ROLES = ("ql_owner", "ql_runtime", "ql_scheduler", "ql_readonly")
+FOLDERS = ("deploy", "revert", "verify")
+DEPLOY_TAIL = "\n\ncommit;\n"
 
 
 @dataclass(frozen=True)
@@ -35,30 +51,43 @@ class Routine:
     grants: tuple[str, ...]
 
 
-def parse(path: Path) -> Routine:
-    body = path.read_text()
-    change = path.relative_to(DB / "functions").with_suffix("").as_posix()
+def parse_text(change: str, body: str, origin: Path) -> Routine:
     sig = re.search(r"^-- signature: (\S.*)$", body, re.M)
     if sig is None:
-        raise SystemExit(f"{path}: no '-- signature:' header line")
+        raise SystemExit(f"{origin}: no '-- signature:' header line")
     grant = re.search(r"^-- grant execute: (\S.*)$", body, re.M)
     grants = tuple(g.strip() for g in grant.group(1).split(",")) if grant else ()
     kind = "procedure" if re.search(r"create or replace procedure", body, re.I) else "function"
     if kind == "function" and not re.search(r"^\s*(volatile|stable|immutable)\s*$", body, re.M | re.I):
         raise SystemExit(
-            f"{path}: a function states its volatility (volatile, stable or immutable) on a line of its own"
+            f"{origin}: a function states its volatility (volatile, stable or immutable) on a line of its own"
         )
     return Routine(change, body, sig.group(1).strip(), kind, grants)
 
 
-def deploy(r: Routine) -> str:
+def parse(path: Path, functions: Path = FUNCTIONS) -> Routine:
+    return parse_text(path.relative_to(functions).with_suffix("").as_posix(), path.read_text(), path)
+
+
+def deploy_head(change: str) -> str:
     return (
-        f"-- Deploy qinglong:{r.change} to pg\n"
-        f"-- FROZEN COPY of db/functions/{r.change}.sql, written by scripts/sync_functions.py.\n"
+        f"-- Deploy qinglong:{change} to pg\n"
+        f"-- FROZEN COPY of db/functions/{change}.sql, written by scripts/sync_functions.py.\n"
         "-- Edit that file and re-run the script; never edit this one.\n"
         "begin;\nset local role ql_owner;\n\n"
-        f"{r.body.rstrip()}\n\ncommit;\n"
     )
+
+
+def deploy(r: Routine) -> str:
+    return f"{deploy_head(r.change)}{r.body.rstrip()}{DEPLOY_TAIL}"
+
+
+def frozen_body(change: str, path: Path) -> str:
+    """The function file a frozen deploy copy was written from (the inverse of `deploy`)."""
+    text, head = path.read_text(), deploy_head(change)
+    if not (text.startswith(head) and text.endswith(DEPLOY_TAIL)):
+        raise SystemExit(f"{path}: not a deploy copy written by this script (its header or final commit changed)")
+    return text[len(head) : -len(DEPLOY_TAIL)] + "\n"
 
 
 def revert(r: Routine) -> str:
@@ -67,6 +96,22 @@ def revert(r: Routine) -> str:
         "begin;\nset local role ql_owner;\n"
         f"drop {r.kind} {r.signature};\n"
         "commit;\n"
+    )
+
+
+def restore(r: Routine, previous: Routine, tag: str) -> str:
+    """The revert of a reworked change: back to the previous instance's body and grants."""
+    if (r.signature, r.kind) != (previous.signature, previous.kind):
+        first = f"drop {r.kind} {r.signature};"
+    else:  # the previous body grants its own again; PUBLIC and every other role start from nothing
+        first = f"revoke all on {r.kind} {r.signature} from public, {', '.join(ROLES[1:])};"
+    return (
+        f"-- Revert qinglong:{r.change} from pg\n"
+        f"-- RESTORES the previous instance: the body of deploy/{r.change}@{tag}.sql with its grants,\n"
+        "-- written by scripts/sync_functions.py; never edit this one.\n"
+        "begin;\nset local role ql_owner;\n"
+        f"{first}\n\n"
+        f"{previous.body.rstrip()}{DEPLOY_TAIL}"
     )
 
 
@@ -94,24 +139,65 @@ def verify(r: Routine) -> str:
     return "\n".join(lines) + "\n"
 
 
+def frozen_tags(plan: str, project: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Per reworked change, the tag of each earlier instance's frozen scripts, oldest first (the last
+    one is the instance a revert restores); and what is missing. sqitch's rule: of the tags between an
+    instance and the next, the first whose deploy/<change>@<tag>.sql exists."""
+    entries: list[str] = []  # change names, and tags as "@name", in plan order
+    for line in plan.splitlines():
+        if line.strip() and not line.startswith(("%", "#")):
+            entries.append(line.split()[0].lstrip("+-"))
+    tags: dict[str, list[str]] = {}
+    missing: list[str] = []
+    for change in dict.fromkeys(e for e in entries if not e.startswith("@")):
+        at = [i for i, e in enumerate(entries) if e == change]
+        for start, end in itertools.pairwise(at):
+            between = [e[1:] for e in entries[start:end] if e.startswith("@")]
+            found = next((t for t in between if (project / "deploy" / f"{change}@{t}.sql").is_file()), None)
+            if found is None:
+                missing.append(f"deploy/{change}@<{' or '.join(between) or 'a tag'}>.sql")
+                continue
+            tags.setdefault(change, []).append(found)
+            missing += [
+                f"{folder}/{change}@{found}.sql"
+                for folder in FOLDERS[1:]
+                if not (project / folder / f"{change}@{found}.sql").is_file()
+            ]
+    return tags, missing
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="report drift instead of writing")
+    ap.add_argument("--project", type=Path, default=PROJECT, help="the sqitch project (default: qinglong.db)")
+    ap.add_argument("--functions", type=Path, default=FUNCTIONS, help="the function files (default: db/functions)")
     args = ap.parse_args()
+    project, functions = args.project.resolve(), args.functions.resolve()
+    reworked, missing = frozen_tags((project / "sqitch.plan").read_text(), project)
+    shown = project.relative_to(ROOT) if project.is_relative_to(ROOT) else project
+    if missing:  # a revert restores from them: write nothing until they are back
+        for m in missing:
+            print(f"missing: {shown / m}, a frozen copy of a reworked change (restore it from git)", file=sys.stderr)
+        return 1
     drifted: list[str] = []
-    for path in sorted((DB / "functions").rglob("*.sql")):
-        r = parse(path)
-        for folder, text in (("deploy", deploy(r)), ("revert", revert(r)), ("verify", verify(r))):
-            target = DB / folder / f"{r.change}.sql"
+    for path in sorted(functions.rglob("*.sql")):
+        r = parse(path, functions)
+        back = revert(r)
+        if r.change in reworked:
+            tag = reworked[r.change][-1]
+            previous = project / "deploy" / f"{r.change}@{tag}.sql"
+            back = restore(r, parse_text(r.change, frozen_body(r.change, previous), previous), tag)
+        for folder, text in (("deploy", deploy(r)), ("revert", back), ("verify", verify(r))):
+            target = project / folder / f"{r.change}.sql"
             if target.exists() and target.read_text() == text:
                 continue
             if args.check:
-                drifted.append(str(target.relative_to(ROOT)))
+                drifted.append(f"{folder}/{r.change}.sql")
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
     for d in drifted:
-        print(f"drift: {d} differs from its db/functions source", file=sys.stderr)
+        print(f"drift: {shown / d} differs from its db/functions source", file=sys.stderr)
     return 1 if drifted else 0
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,8 +59,7 @@ def template_db(cluster: Cluster) -> str:
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute(f"create database {TEMPLATE}")
     subprocess.run(
-        ["sqitch", "deploy", "--quiet", cluster.sqitch_target(TEMPLATE)],
-        cwd=REPO,
+        sqitch("deploy", "--quiet", cluster.sqitch_target(TEMPLATE)),
         check=True,
         capture_output=True,
     )

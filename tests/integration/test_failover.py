@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong import db
 from qinglong.devdb import Cluster
 from tests.conftest import processes_under
 
@@ -199,7 +200,7 @@ def read_state(node: Node, w: World) -> RunState:
 
 
 def sqitch(*args: str) -> None:
-    result = subprocess.run(["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
+    result = subprocess.run(db.sqitch(*args), capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"sqitch {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 

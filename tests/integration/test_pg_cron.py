@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from qinglong import db
 from qinglong.devdb import Cluster
 from tests.conftest import processes_under
 
@@ -45,7 +46,7 @@ def one(conn: psycopg.Connection[Any], sql: str, args: tuple[Any, ...] = ()) -> 
 
 
 def sqitch(*args: str) -> str:
-    result = subprocess.run(["sqitch", *args], cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
+    result = subprocess.run(db.sqitch(*args), capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"sqitch {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 

@@ -1,54 +1,77 @@
-"""The wheel maps wire/, shell/, worker/, devdb/ and cli/ under the import root `qinglong`, and an
-installed wheel imports without the repository on sys.path. Touches: a temporary folder."""
+"""Each top-level folder builds its own wheel holding only `qinglong/<folder>/`; the db wheel carries the
+whole sqitch project; the Worker's wheel needs nothing but aiohttp and the wire contracts; installed
+side by side, the wheels import without the repository on sys.path. (tests/e2e/test_install.py installs
+them with real pip into fresh virtualenvs.) Touches: a temporary folder."""
 
 from __future__ import annotations
 
+import email
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+from qinglong.db import PROJECT
+
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("wire", "shell", "worker", "devdb", "cli")
+FOLDERS = sorted(p.parent.name for p in REPO.glob("*/pyproject.toml"))
 
 
-def test_installed_wheel_imports_every_package_under_qinglong(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            tmp_path,
-            REPO,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[1] for n in names if n.startswith("qinglong/")} == set(PACKAGES)
-    assert not [n for n in names if n.split("/")[0] in PACKAGES], "a bare top-level package leaked"
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("wheels")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out)]
+    subprocess.run([*pip, *(str(REPO / f) for f in FOLDERS)], check=True, capture_output=True)
+    built = {w.name.split("-")[0].removeprefix("qinglong_"): w for w in out.glob("*.whl")}
+    return {folder: built["control" if folder == "cli" else folder] for folder in FOLDERS}
 
+
+def _requires(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(z.read(meta)).get_all("Requires-Dist") or []
+
+
+def test_every_folder_is_a_distribution_holding_only_its_package(wheels: dict[str, Path]) -> None:
+    assert set(FOLDERS) == {"cli", "db", "devdb", "shell", "wire", "worker"}
+    for folder, wheel in wheels.items():
+        names = [n for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/" not in n]
+        assert names, folder
+        assert {n.split("/")[:2] == ["qinglong", folder] for n in names} == {True}, f"{folder}: {names[:5]}"
+        assert f"qinglong/{folder}/py.typed" in names
+        assert "qinglong/__init__.py" not in names  # `qinglong` stays a namespace shared by all
+
+
+def test_the_db_wheel_carries_the_sqitch_project(wheels: dict[str, Path]) -> None:
+    names = set(zipfile.ZipFile(wheels["db"]).namelist())
+    project = {f"qinglong/db/{p.relative_to(PROJECT).as_posix()}" for p in PROJECT.rglob("*.sql")}
+    assert len(project) > 100
+    assert project <= names
+    assert {"qinglong/db/sqitch.plan", "qinglong/db/sqitch.conf"} <= names
+
+
+def test_the_worker_needs_only_aiohttp_and_the_wire_contracts(wheels: dict[str, Path]) -> None:
+    assert sorted(r.split(" ")[0].split("=")[0] for r in _requires(wheels["worker"])) == ["aiohttp", "qinglong-wire"]
+    assert _requires(wheels["wire"]) == []
+
+
+def test_installed_wheels_import_without_the_repository(wheels: dict[str, Path], tmp_path: Path) -> None:
     target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", target, wheel],
-        check=True,
-        capture_output=True,
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target)]
+    subprocess.run([*install, *map(str, wheels.values())], check=True, capture_output=True)
+    probe = "; ".join(
+        [
+            f"import sys; sys.path[:0] = [{str(target)!r}]",
+            *(f"import qinglong.{f}" for f in FOLDERS),
+            "print(*(m.__file__ for n, m in sorted(sys.modules.items()) if n.count('.') == 1 "
+            "and n.startswith('qinglong.')), sep='\\n')",
+            "import qinglong.db as d; print(d.PROJECT)",
+        ]
     )
-    probe = (
-        "import sys, qinglong.wire, qinglong.shell, qinglong.worker, qinglong.cli, qinglong.devdb as d;"
-        " print(d.__file__)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(target)!r}]; {probe}"],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert out.stdout.strip().startswith(str(target / "qinglong" / "devdb"))
+    out = subprocess.run([sys.executable, "-I", "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path)
+    paths = out.stdout.split()
+    assert len(paths) == len(FOLDERS) + 1
+    assert all(p.startswith(str(target)) for p in paths), paths
+    assert (Path(paths[-1]) / "sqitch.plan").is_file()

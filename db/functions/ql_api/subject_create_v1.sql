@@ -1,5 +1,7 @@
 -- ql_api.subject_create_v1: register a user, agent or system subject by the SHA-256 of its bearer token.
 -- The token itself never reaches the database. Not granted to ql_runtime (operators call it as a DBA).
+-- The SHA-256 of the empty token is refused (empty_token): the shell admits a request that carries no
+-- bearer token with exactly that digest, so a subject holding it would be anyone without credentials.
 -- Returns {"status":"created","subjectId"} | {"status":"invalid","reason"} | {"status":"fenced","reason":"token_in_use"}.
 -- signature: ql_api.subject_create_v1(text, text, bytea)
 create or replace function ql_api.subject_create_v1(p_kind text, p_name text, p_token_digest bytea)
@@ -15,6 +17,7 @@ begin
   if p_kind is null or p_kind not in ('user', 'agent', 'system') then return ql.outcome('invalid', 'kind'); end if;
   if p_name is null or length(p_name) not between 1 and 200 then return ql.outcome('invalid', 'name'); end if;
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then return ql.outcome('invalid', 'token_digest'); end if;
+  if p_token_digest = sha256(''::bytea) then return ql.outcome('invalid', 'empty_token'); end if;
   insert into ql.subjects (kind, name, token_digest) values (p_kind, p_name, p_token_digest)
   on conflict (token_digest) do nothing returning id into v_id;
   if v_id is null then return ql.outcome('fenced', 'token_in_use'); end if;
@@ -23,5 +26,5 @@ end;
 $$;
 
 comment on function ql_api.subject_create_v1(text, text, bytea) is
-'Registers a subject by its bearer-token digest. Results: created | invalid (kind, name, token_digest) | fenced (token_in_use).';
+'Registers a subject by its bearer-token digest. Results: created | invalid (kind, name, token_digest, empty_token) | fenced (token_in_use).';
 revoke all on function ql_api.subject_create_v1(text, text, bytea) from public;

@@ -60,6 +60,7 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("db", "deploy"),
     ("db", "verify"),
     ("db", "revert"),
+    ("db", "status"),
     ("pki",),
     ("pki", "init"),
     ("worker",),
@@ -495,6 +496,23 @@ def test_db_verify_and_a_revert_deploy_round_trip_on_a_scratch_database(cluster:
         assert rows(sdsn, "select nspname::text from pg_catalog.pg_namespace where nspname in ('ql', 'ql_api')") == []
         for command in ("deploy", "verify"):
             done(cli("db", command, "--target", st), rf"sqitch {command}: ok \({re.escape(st)}\)\n")
+        assert api_functions(sdsn) == deployed
+        status = done(cli("db", "status", "--target", st), r"(?s).*\n")
+        assert "Nothing to deploy (up-to-date)" in status[0]
+
+        # A release and back: revert --to the first tag, see what it lacks, deploy again.
+        done(
+            cli("db", "revert", "--to", "@v0.1.0", "--target", st),
+            rf"sqitch revert --to @v0\.1\.0: ok \({re.escape(st)}\)\n",
+        )
+        status = done(cli("db", "status", "--target", st), r"(?s).*\n")
+        assert "Undeployed change" in status[0] and "ql_api/subject_create_v1" in status[0], status[0]
+        refused(cli("db", "deploy", "--to", "@no_such_tag", "--target", st), 2, "sqitch deploy failed")
+        done(
+            cli("db", "deploy", "--to", "@v0.1.0", "--target", st),
+            rf"sqitch deploy --to @v0\.1\.0: ok \({re.escape(st)}\)\n",
+        )
+        done(cli("db", "deploy", "--target", st), rf"sqitch deploy: ok \({re.escape(st)}\)\n")
         assert api_functions(sdsn) == deployed
     finally:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:

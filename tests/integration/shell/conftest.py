@@ -37,12 +37,12 @@ from aiohttp import web
 from psycopg import sql
 
 from qinglong.cli import pki as pki_cli
+from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from qinglong.shell.app import make_admin_app, make_app
 from qinglong.shell.db import Database
 from qinglong.shell.tls import server_context
 from qinglong.wire import ql3w
-from tests.conftest import REPO
 from tests.conftest import Database as PgDatabase
 from tests.integration.db.factories import Subject, make_project, make_revision, make_runs, set_role
 
@@ -596,8 +596,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute("create database shell_template")
         subprocess.run(
-            ["sqitch", "deploy", "--quiet", cluster.sqitch_target("shell_template")],
-            cwd=REPO,
+            sqitch("deploy", "--quiet", cluster.sqitch_target("shell_template")),
             check=True,
             capture_output=True,
         )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from qinglong.shell.db import Database, _fetch
+from qinglong.shell.db import Database, _fetch, statement
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import (
     SESSION_SCHEMA,
@@ -44,7 +44,7 @@ class TamperingDatabase(Database):
         self.function, self.tamper = function, tamper
         self.originals: list[dict[str, Any]] = []
 
-    async def call(self, function: str, args: Sequence[Any], *, serializable: bool = False) -> dict[str, Any]:
+    async def call(self, function: str, args: Mapping[str, object], *, serializable: bool = False) -> dict[str, Any]:
         result = await super().call(function, args, serializable=serializable)
         if function != self.function:
             return result
@@ -162,10 +162,10 @@ class NonObjectDatabase(Database):
         super().__init__(dsn)
         self.function = function
 
-    async def call(self, function: str, args: Sequence[Any], *, serializable: bool = False) -> dict[str, Any]:
+    async def call(self, function: str, args: Mapping[str, object], *, serializable: bool = False) -> dict[str, Any]:
         if function != self.function:
             return await super().call(function, args, serializable=serializable)
-        query = f"select jsonb_build_array(ql_api.{function}({', '.join(['%s'] * len(args))}))"
+        query = f"select jsonb_build_array({statement(function, args)})"
         async with self._pool.connection() as conn:
             return await _fetch(conn, query, args)
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, Literal, TypeVar
@@ -591,12 +591,15 @@ class Rig:
         )
         return config
 
-    def start_worker_process(self, config: Path) -> WorkerProcess:
-        """`qinglong-worker run --config FILE` (the console script's `main`, run as a module)."""
+    def start_worker_process(
+        self, config: Path, *, command: Sequence[str] = (sys.executable, "-m", "qinglong.worker")
+    ) -> WorkerProcess:
+        """`qinglong-worker run --config FILE`: by default the console script's `main` run as a module of
+        this interpreter; `command` starts another install's Worker (tests/e2e/test_install.py)."""
         log_path = self.root / f"worker-{len(self.processes)}.log"
         log = log_path.open("wb")
         popen = subprocess.Popen(
-            [sys.executable, "-m", "qinglong.worker", "run", "--config", str(config)],
+            [*command, "run", "--config", str(config)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

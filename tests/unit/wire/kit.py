@@ -1,5 +1,6 @@
-"""The wire tests' property kit: strategies built from declared fields, mutations every message must
-refuse, and a reader of the SQL result builders in db/functions. Touches nothing (reads db/functions).
+"""The wire tests' property kit: strategies built from declared fields and mutations every message must
+refuse. Touches nothing. (The SQL side of the contracts is checked against the deployed database:
+tests/integration/db/test_result_shapes.py and test_wire_catalogue.py.)
 """
 
 from __future__ import annotations
@@ -9,9 +10,7 @@ import dataclasses
 import functools
 import json
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -46,8 +45,6 @@ from qinglong.wire.fields import (
     Uuid,
 )
 
-REPO = Path(__file__).resolve().parents[3]
-SQL = REPO / "db" / "functions"
 # The whole wire suite stays well under 30 s: 200 examples a property, 15 per (family, mutation
 # kind) (so 14 kinds give each family ~210 mutated bodies), 100 for the JSON-ish fuzz of a family.
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -424,99 +421,6 @@ def check_json_ish(data: st.DataObject, family: tuple[type[Message], ...]) -> No
     cls = data.draw(st.sampled_from(family))
     obj = data.draw(shaped(cls) | JSON_ISH)
     assert_only_wire_errors(cls, dumps(obj))
-
-
-# ---------------------------------------------------------------- SQL result builders
-
-
-def _split_args(text: str, start: int) -> tuple[list[str], int]:
-    """Top-level comma-separated arguments of the call whose '(' is at text[start - 1]."""
-    args, depth, i, begin = [], 0, start, start
-    while True:
-        c = text[i]
-        if c == "'":
-            i = text.index("'", i + 1)
-            while text.startswith("''", i):
-                i = text.index("'", i + 2)
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            if depth == 0:
-                args.append(text[begin:i].strip())
-                return args, i
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append(text[begin:i].strip())
-            begin = i + 1
-        i += 1
-
-
-def sql_objects(function: str, *, returned: bool = False) -> list[dict[str, Any]]:
-    """Every jsonb_build_object(...) in a db/functions file (or only those right after `return`):
-    {key: nested object or the SQL expression}."""
-    text = re.sub(r"--[^\n]*", "", (SQL / f"{function}.sql").read_text())
-    call = r"(?:pg_catalog\.)?jsonb_build_object\("
-    return [_object_at(text, m.end()) for m in re.finditer(rf"return\s+{call}" if returned else call, text)]
-
-
-def _object_at(text: str, start: int) -> dict[str, Any]:
-    args, _ = _split_args(text, start)
-    out: dict[str, Any] = {}
-    for key, value in zip(args[::2], args[1::2], strict=True):
-        assert key.startswith("'") and key.endswith("'"), key
-        nested = re.match(r"(?:pg_catalog\.)?jsonb_build_object\(", value)
-        out[key[1:-1]] = _object_at(value, nested.end()) if nested else value
-    return out
-
-
-def sql_results(function: str) -> list[dict[str, Any]]:
-    """The success results a ql_api function returns (built objects led by status, not fenced)."""
-    built = sql_objects(function, returned=True)
-    return [o for o in built if next(iter(o)) == "status" and o["status"] != "'fenced'"]
-
-
-def wire_keys(cls: type[Record]) -> set[str]:
-    """The keys a database result carries for this contract (the shell adds schema and from_shell)."""
-    return {f.name for f in cls.FIELDS if not f.from_shell}
-
-
-# The functions whose outcomes the shell turns into qinglong/error@v1 bodies (routes of docs/architecture.md §6
-# and the admin surface), with the fence helpers they return through. Convergence and expiry
-# reconciliation answer the scheduler, not a wire peer.
-ROUTED_FUNCTIONS = (
-    "ql_api/worker_session_open_v1",
-    "ql_api/worker_session_heartbeat_v1",
-    "ql_api/offer_pull_v1",
-    "ql_api/attempt_activation_v1",
-    "ql_api/attempt_lease_control_v1",
-    "ql_api/artifact_upload_v1",
-    "ql_api/attempt_complete_v1",
-    "ql_api/run_cancel_request_v1",
-    "ql_api/run_enqueue_v1",
-    "ql_api/request_admission_v1",
-    "ql_api/role_binding_set_v1",
-    "ql_api/run_timeline_v1",
-    "ql/attempt_fence",
-    "ql/policy_fence",
-)
-
-
-def sql_outcomes(status: str, functions: tuple[str, ...] = ROUTED_FUNCTIONS) -> set[str]:
-    """Every reason these functions return as {"status": status, "reason": …}: ql.outcome(status,
-    reason) calls, ql.attempt_fence's list of invalid inputs, and attempt_complete_v1's fence case."""
-    reasons: set[str] = set()
-    for function in functions:
-        text = (SQL / f"{function}.sql").read_text()
-        reasons |= set(re.findall(rf"ql\.outcome\('{status}', '(\w+)'\)", text))
-        if status == "invalid" and "v_invalid := case" in text:
-            cases = text[text.index("v_invalid := case") :].split("end;")[0]
-            reasons |= set(re.findall(r"then '(\w+)'", cases))
-        if status == "fenced":
-            for then, other in re.findall(
-                r"'status', 'fenced', 'reason',\s*case .*? then '(\w+)' else '(\w+)' end", text, re.S
-            ):
-                reasons |= {then, other}
-    return reasons
 
 
 TOKEN = base64.urlsafe_b64encode(bytes(range(32))).decode()[:43]

@@ -1,4 +1,5 @@
-"""Tests of the activation contract (qinglong.wire.activation). Touches nothing; reads db/functions."""
+"""Tests of the activation contract (qinglong.wire.activation). Touches nothing. (Its agreement with the
+SQL results: tests/integration/db/test_result_shapes.py.)"""
 
 from __future__ import annotations
 
@@ -11,18 +12,13 @@ from qinglong.wire.activation import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
-    Executor,
     Snapshot,
 )
 from qinglong.wire.codec import MAX_SAFE_INTEGER
-from qinglong.wire.common import ArtifactReceipt
 from qinglong.wire.fields import Enum, Token
 from tests.unit.wire.kit import (
     TOKEN,
     UUID,
-    sql_objects,
-    sql_results,
-    wire_keys,
 )
 
 SCHEMA = "qinglong/remote-run-activation@v1"
@@ -67,34 +63,6 @@ def fence(**changes: Any) -> dict[str, Any]:
         "leaseToken": TOKEN,
     }
     return {**body, **changes}
-
-
-def test_the_snapshot_is_exactly_ql_attempt_snapshot() -> None:
-    top, executor, artifact = sql_objects("ql/attempt_snapshot")
-    assert set(top) == wire_keys(Snapshot)
-    assert set(executor) == wire_keys(Executor)
-    assert set(artifact) == wire_keys(ArtifactReceipt)
-
-
-def test_the_response_is_the_sql_result_with_its_statuses() -> None:
-    results = sql_results("ql_api/attempt_activation_v1")
-    assert {frozenset(r) for r in results} == {frozenset(wire_keys(ActivationResponse))}
-    sql_statuses = {
-        "applied",
-        "not_started",
-        "already_terminal",
-        "already_starting",
-        "already_running",
-    }  # 'already_' || starting|running
-    assert {r["status"] for r in results} == {
-        "'applied'",
-        "'not_started'",
-        "'already_terminal'",
-        "'already_' || v_attempt.status",
-    }
-    assert set(ActivationResponse.field("status").spec.values) == sql_statuses  # type: ignore[attr-defined]
-    msg = ActivationResponse.from_result({"status": "applied", "snapshot": snapshot()})
-    assert msg.snapshot.deadline_at_ms == 1000 and ActivationResponse.parse(msg.to_json()) == msg
 
 
 def test_the_response_never_carries_a_token() -> None:

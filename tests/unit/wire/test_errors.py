@@ -1,22 +1,29 @@
-"""Tests of the error contract and its stable codes (qinglong.wire.errors). Touches nothing; reads SQL."""
+"""Tests of the error contract and its table of stable codes (qinglong.wire.errors). Touches nothing."""
 
 from __future__ import annotations
 
 import re
+from typing import get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qinglong.wire import WIRE_CODES, WireError, encode
+from qinglong.wire import WIRE_CODES, WireError, encode, ql3w
+from qinglong.wire.codec import VERSION_MISMATCH
 from qinglong.wire.errors import (
     ERROR_CODES,
+    ERRORS,
+    FENCE_MEANINGS,
     FENCE_REASONS,
+    INVALID_MEANINGS,
     INVALID_REASONS,
     MESSAGES,
     ErrorMessage,
+    Scope,
     error_from_wire_error,
     outcome_code,
+    route_errors,
 )
 from qinglong.wire.fields import Token
 from tests.unit.wire.kit import (
@@ -31,7 +38,6 @@ from tests.unit.wire.kit import (
     check_mutation,
     messages,
     mutation_kinds,
-    sql_outcomes,
 )
 
 SCHEMA = "qinglong/error@v1"
@@ -42,40 +48,76 @@ def test_codes_are_unique_dotted_lower_case() -> None:
     assert all(re.fullmatch(r"[a-z_]+(\.[a-z0-9_]+)?", code) for code in ERROR_CODES)
 
 
-def test_every_fence_reason_the_routed_sql_returns_has_a_code() -> None:
-    reasons = sql_outcomes("fenced")
-    assert {"stale_version", "completion_conflict", "state_drift", "approval_required"} <= reasons
-    assert reasons == set(FENCE_REASONS)
+def test_every_fence_reason_has_a_code() -> None:
+    # The reasons themselves are the database's enum ql.fence_reason: tests/integration/db/test_wire_catalogue.py.
+    reasons = set(FENCE_REASONS)
     assert {outcome_code({"status": "fenced", "reason": r}) for r in reasons} <= set(ERROR_CODES)
     assert outcome_code({"status": "fenced", "reason": "approval_required"}) == "approval_required"
     assert "fenced.approval_required" not in ERROR_CODES
 
 
-def test_every_invalid_reason_the_routed_sql_returns_has_a_code() -> None:
-    reasons = sql_outcomes("invalid")
-    assert {"worker_id", "lease_generation", "sha256_mismatch"} <= reasons
-    assert reasons == set(INVALID_REASONS)
+def test_every_invalid_reason_has_a_code() -> None:
+    reasons = set(INVALID_REASONS)
+    assert {outcome_code({"status": "invalid", "reason": r}) for r in reasons} == {f"invalid.{r}" for r in reasons}
     assert {f"invalid.{r}" for r in reasons} <= set(ERROR_CODES)
 
 
 def test_the_named_codes_are_all_there() -> None:
     named = {
         "fenced.stale_version",
-        "auth.bad_signature",
-        "auth.expired_timestamp",
-        "auth.unknown_session",
+        "auth.unauthenticated",
+        ql3w.BAD_HEADER,
+        ql3w.EXPIRED,
         "auth.certificate_mismatch",
         "request.too_large",
         "request.unsupported_media_type",
-        "request.malformed",
         "not_found",
         "denied",
         "approval_required",
         "storage.unavailable",
         "internal.bad_projection",
+        "internal.error",
         *WIRE_CODES,
-    }
+    } - {VERSION_MISMATCH}  # the Worker's own check of an answer, never an answer
     assert named <= set(ERROR_CODES)
+    assert VERSION_MISMATCH not in ERROR_CODES
+
+
+def test_every_code_has_an_error_status_a_one_line_meaning_and_a_scope() -> None:
+    assert tuple(ERRORS) == ERROR_CODES
+    for name, error in ERRORS.items():
+        assert error.code == name
+        assert error.status in {400, 401, 403, 404, 409, 413, 415, 500, 503}, name
+        assert error.meaning.strip() and "\n" not in error.meaning, name
+        assert error.scope in get_args(Scope), name
+
+
+def test_database_outcomes_have_the_status_of_their_kind() -> None:
+    assert set(FENCE_MEANINGS) == set(FENCE_REASONS)
+    assert set(INVALID_MEANINGS) <= set(INVALID_REASONS)
+    for reason in FENCE_REASONS:
+        error = ERRORS[outcome_code({"status": "fenced", "reason": reason})]
+        assert error.status == (403 if reason == "approval_required" else 409), reason
+    for reason in INVALID_REASONS:
+        assert ERRORS[outcome_code({"status": "invalid", "reason": reason})].status == 400, reason
+    assert ERRORS[outcome_code({"status": "not_found", "reason": "offer"})].status == 404
+    assert {name for name in ERRORS if ERRORS[name].status == 409} == {f"fenced.{r}" for r in FENCE_REASONS} - {
+        "fenced.approval_required"
+    }
+
+
+def test_which_routes_can_answer_a_code() -> None:
+    def codes(audience: str, body: bool) -> set[str]:
+        return {error.code for error in route_errors(audience, body=body)}
+
+    everywhere = {"wire.bad_uuid", "not_found", "fenced.stale_version", "invalid.run_id", "internal.error"}
+    assert everywhere <= codes("user", False) & codes("worker-open", True) & codes("worker", True)
+    read = {ERRORS[c].status for c in codes("user", False)}
+    assert read == {400, 401, 403, 404, 409, 500, 503}  # no 413 or 415 without a body
+    assert {"request.too_large", "wire.too_large", "wire.unknown_field"} <= codes("user", True) - codes("user", False)
+    assert {ql3w.BAD_HEADER, ql3w.EXPIRED} <= codes("worker", True) - codes("worker-open", True)
+    assert "auth.certificate_mismatch" in codes("worker-open", True) - codes("user", True)
+    assert {"auth.unauthenticated", "denied", "approval_required"} <= codes("user", True) - codes("worker", True)
 
 
 def test_database_outcomes_map_to_codes() -> None:

@@ -1,0 +1,314 @@
+"""(f) The shell under a connection flood, with its default budgets (qinglong.shell.config.BUDGETS):
+2,000 clients that open TLS connections to the user listener and send nothing, and 100 slowloris clients
+that drip a never-ending request head into it one byte every 0.3 s (each reconnects when closed, and
+after a refusal waits 1 to 2 s), while one enrolled Worker renews a Lease on the worker listener with the
+Worker protocol (session, pull, starting, running, then lease control every 0.2 s, every tenth on a new
+TLS connection). Measured: the Worker's renewals (ok, failed, p99), the shell's peak RSS (VmHWM) against
+the bound its budgets give (RSS before the flood + the user listener's max_connections x (the RSS of one
+idle TLS connection, measured first with 100 of them, + max_header_bytes)), and the budget hits the
+shell counted. Written to bench/results.json under "flood" and as section (f) of RESULTS.md.
+
+Touches: the `flood` database (one Worker, one Task, one Run), a shell process of its own, loopback
+sockets (this process raises its own soft RLIMIT_NOFILE for them), bench/results.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+import resource
+import ssl
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import aiohttp
+import psycopg
+
+from bench.common import (
+    Env,
+    Identity,
+    Result,
+    ShellProcess,
+    enroll,
+    make_task,
+    percentile,
+    queue_runs,
+    record_json,
+    say,
+    status_kb,
+    table,
+)
+from bench.lease_renewals import SimWorker
+from qinglong.shell.config import BUDGETS
+from qinglong.wire import ActivationRequest, LeaseControlRequest, OfferPullRequest
+
+IDLE_CLIENTS: Final = 2000
+SLOWLORIS_CLIENTS: Final = 100
+DRIP_S: Final = 0.3
+RENEW_EVERY_S: Final = 0.2
+NEW_CONNECTION_EVERY: Final = 10  # renewals
+CALIBRATION_CONNECTIONS: Final = 100
+RAMP_S: Final = 5.0  # the flood's clients start spread over this long
+_HIT = re.compile(r'^qinglong_shell_budget_hits_total\{budget="([a-z_]+)",listener="([a-z]+)"\} ([0-9.e+]+)$', re.M)
+
+
+@dataclass
+class Counts:
+    accepted: int = 0  # TLS handshakes that completed
+    refused: int = 0  # connections closed before the handshake completed
+    closed_by_shell: int = 0  # accepted connections the shell closed later
+    renew_ms: list[float] = field(default_factory=list)
+    renewals_failed: int = 0
+    new_connections: int = 0
+
+
+def raise_own_fd_limit(want: int) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
+def client_context(env: Env) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(env.ca()))
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    return ctx
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError, TimeoutError):
+        await asyncio.wait_for(writer.wait_closed(), 2)
+
+
+async def _until_closed(reader: asyncio.StreamReader) -> None:
+    with contextlib.suppress(OSError):
+        while await reader.read(65536):
+            pass
+
+
+async def idle_client(port: int, ctx: ssl.SSLContext, counts: Counts, stop: asyncio.Event) -> None:
+    """Open a TLS connection, send nothing, wait for the shell to close it; again until `stop`."""
+    await asyncio.sleep(random.uniform(0, RAMP_S))  # noqa: S311 - load shaping, not security
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30)
+        except (OSError, TimeoutError):
+            counts.refused += 1
+            await asyncio.sleep(random.uniform(1.0, 2.0))  # noqa: S311
+            continue
+        counts.accepted += 1
+        try:
+            await _until_closed(reader)
+            counts.closed_by_shell += 1
+        finally:
+            await _close(writer)
+
+
+async def slowloris_client(port: int, ctx: ssl.SSLContext, counts: Counts, stop: asyncio.Event) -> None:
+    """Drip an endless request head one byte every DRIP_S; reconnect when closed, until `stop`."""
+    await asyncio.sleep(random.uniform(0, RAMP_S))  # noqa: S311
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30)
+        except (OSError, TimeoutError):
+            counts.refused += 1
+            await asyncio.sleep(random.uniform(1.0, 2.0))  # noqa: S311
+            continue
+        counts.accepted += 1
+        closed = asyncio.ensure_future(_until_closed(reader))
+        try:
+            writer.write(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            while not closed.done() and not stop.is_set():
+                writer.write(b"s")
+                await asyncio.wait({closed}, timeout=DRIP_S)
+            if closed.done():
+                counts.closed_by_shell += 1
+        finally:
+            closed.cancel()
+            await _close(writer)
+
+
+async def hold_lease(env: Env, who: Identity, origin: str) -> tuple[SimWorker, dict[str, Any]]:
+    """Through the shell: open a session, pull the one offer, ACK starting and running."""
+    worker = SimWorker(env, who, origin)
+    await worker.open_session()
+    base = f"/api/v3/workers/{who.worker_id}/sessions/{worker.session_id}"
+    status, answer = await worker.post(f"{base}/offers:pull", OfferPullRequest(pull_id=str(uuid.uuid4())).to_json())
+    assert status == 200 and answer["status"] == "offered", answer
+    offer, token = answer["offer"], answer["leaseToken"]
+    fence = {
+        "worker_generation": 1, "project_id": offer["projectId"], "run_id": offer["runId"],
+        "attempt_id": offer["attemptId"], "lease_generation": offer["leaseGeneration"], "lease_token": token,
+    }  # fmt: skip
+    version = 1
+    for phase in ("starting", "running"):
+        body = ActivationRequest(**fence).to_json()
+        status, answer = await worker.post(f"{base}/offers/{offer['offerId']}/activation/{phase}", body)
+        assert status == 200 and answer["status"] == "applied", answer
+        version = int(answer["snapshot"]["leaseVersion"])
+    return worker, {"base": base, "fence": fence, "offer_id": offer["offerId"], "version": version}
+
+
+async def renew_loop(env: Env, worker: SimWorker, held: dict[str, Any], counts: Counts, stop: asyncio.Event) -> None:
+    """Renew every RENEW_EVERY_S; every NEW_CONNECTION_EVERY-th renewal goes over a new TLS connection."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        if n % NEW_CONNECTION_EVERY == 0:
+            fresh = SimWorker(env, worker.who, worker.origin)
+            fresh.session_id, fresh.key = worker.session_id, worker.key
+            await worker.close()
+            worker = fresh
+            counts.new_connections += 1
+        body = LeaseControlRequest(
+            **held["fence"], offer_id=held["offer_id"], expected_version=held["version"]
+        ).to_json()
+        started = time.perf_counter()
+        try:
+            status, answer = await worker.post(held["base"] + "/lease-control", body)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:  # a failed renewal
+            status, answer = 0, {"error": type(exc).__name__}
+        if status == 200 and answer.get("status") == "renewed":
+            held["version"] = int(answer["leaseVersion"])
+            counts.renew_ms.append((time.perf_counter() - started) * 1000)
+        else:
+            counts.renewals_failed += 1
+            say(f"(f) renewal failed: {status} {answer}")
+        await asyncio.sleep(RENEW_EVERY_S)
+    await worker.close()
+
+
+async def calibrate(port: int, ctx: ssl.SSLContext, pid: int) -> tuple[float, float]:
+    """(RSS before, KiB of RSS per idle TLS connection), from CALIBRATION_CONNECTIONS held together."""
+    before = (status_kb(pid, "VmRSS") or 0) / 1024
+    held = [await asyncio.open_connection("127.0.0.1", port, ssl=ctx) for _ in range(CALIBRATION_CONNECTIONS)]
+    await asyncio.sleep(0.5)
+    during = (status_kb(pid, "VmRSS") or 0) / 1024
+    for _, writer in held:
+        await _close(writer)
+    return before, (during - before) * 1024 / CALIBRATION_CONNECTIONS
+
+
+def budget_hits(admin_port: int) -> dict[str, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {f"{listener}.{budget}": int(float(n)) for budget, listener, n in _HIT.findall(text)}
+
+
+async def flood(env: Env, shell: ShellProcess, seconds: float) -> dict[str, Any]:
+    assert shell.pid is not None
+    ctx = client_context(env)
+    with psycopg.connect(env.dsn("flood"), autocommit=True) as conn:
+        (who,) = enroll(env, conn, 1, "flood", "flood")
+        task = make_task(conn, "flood", "flood-task", {"argv": ["sleep", "3600"], "pool": "flood"})
+        queue_runs(conn, task, 1)
+    worker, held = await hold_lease(env, who, shell.origin)
+    rss_base, per_connection_kib = await calibrate(shell.user_port, ctx, shell.pid)
+    user = BUDGETS["user_listener"]
+    worker_budget = BUDGETS["worker_listener"]
+    # The user listener at its cap, each connection with a full head budget, and the Worker's connection
+    # (two while one is being replaced).
+    bound = rss_base + (user.max_connections + 2) * (per_connection_kib + user.max_header_bytes / 1024) / 1024
+    say(
+        f"(f) shell RSS {rss_base:.0f} MiB, {per_connection_kib:.0f} KiB per idle TLS connection; bound {bound:.0f} MiB"
+    )
+    await asyncio.sleep(user.header_timeout + 1)  # the calibration's connections are gone
+    counts, stop = Counts(), asyncio.Event()
+    say(
+        f"(f) flood: {IDLE_CLIENTS} idle TLS + {SLOWLORIS_CLIENTS} slowloris clients on the user listener, "
+        f"{seconds:.0f} s"
+    )
+    clients = [asyncio.ensure_future(idle_client(shell.user_port, ctx, counts, stop)) for _ in range(IDLE_CLIENTS)]
+    clients += [
+        asyncio.ensure_future(slowloris_client(shell.user_port, ctx, counts, stop)) for _ in range(SLOWLORIS_CLIENTS)
+    ]
+    renewer = asyncio.ensure_future(renew_loop(env, worker, held, counts, stop))
+    samples: list[float] = []
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        samples.append((status_kb(shell.pid, "VmRSS") or 0) / 1024)
+        await asyncio.sleep(0.25)
+    stop.set()
+    await renewer
+    for client in clients:
+        client.cancel()
+    await asyncio.gather(*clients, return_exceptions=True)
+    peak = (status_kb(shell.pid, "VmHWM") or 0) / 1024
+    hits = await asyncio.to_thread(budget_hits, shell.admin_port)
+    return {
+        "idle_connections": IDLE_CLIENTS,
+        "slowloris_clients": SLOWLORIS_CLIENTS,
+        "renewals_ok": len(counts.renew_ms),
+        "renewals_failed": counts.renewals_failed,
+        "renew_p99_ms": round(percentile(counts.renew_ms, 99), 2),
+        "rss_peak_mib": round(peak, 1),
+        "rss_bound_mib": round(bound, 1),
+        "renew_p50_ms": round(percentile(counts.renew_ms, 50), 2),
+        "renewals_on_new_connections": counts.new_connections,
+        "rss_base_mib": round(rss_base, 1),
+        "rss_flood_max_sampled_mib": round(max(samples, default=0.0), 1),
+        "per_connection_kib": round(per_connection_kib, 1),
+        "client_handshakes_completed": counts.accepted,
+        "client_connections_refused": counts.refused,
+        "client_connections_closed_by_shell": counts.closed_by_shell,
+        "budget_hits": hits,
+        "seconds": seconds,
+        "budgets": {"user": vars(user), "worker": vars(worker_budget)},
+    }
+
+
+def render(c: dict[str, Any]) -> str:
+    user = c["budgets"]["user"]
+    hits = ", ".join(f"{k} {v:,}" for k, v in sorted(c["budget_hits"].items())) or "none"
+    rows = [
+        ["Worker renewals ok · failed", f"{c['renewals_ok']:,} · {c['renewals_failed']}",
+         f"lease control every {RENEW_EVERY_S} s; {c['renewals_on_new_connections']} of them on a new TLS connection"],
+        ["renewal p50 · p99", f"{c['renew_p50_ms']:.1f} ms · {c['renew_p99_ms']:.1f} ms", "through the flood"],
+        ["shell peak RSS (VmHWM)", f"{c['rss_peak_mib']:.0f} MiB",
+         f"bound {c['rss_bound_mib']:.0f} MiB = {c['rss_base_mib']:.0f} MiB before + "
+         f"{user['max_connections']} x ({c['per_connection_kib']:.0f} KiB per idle TLS connection + "
+         f"{user['max_header_bytes'] // 1024} KiB of head)"],
+        ["client connections: handshakes completed · refused · closed later by the shell",
+         f"{c['client_handshakes_completed']:,} · {c['client_connections_refused']:,} · "
+         f"{c['client_connections_closed_by_shell']:,}", ""],
+        ["budget hits counted by the shell", hits, "qinglong_shell_budget_hits_total"],
+    ]  # fmt: skip
+    return (
+        "## (f) Flood: connection budgets under abuse\n\n"
+        f"One shell process with its default budgets; for {c['seconds']:.0f} s, {c['idle_connections']:,} clients "
+        "open TLS connections to the user listener and send nothing, and "
+        f"{c['slowloris_clients']} slowloris clients drip a request head into it one byte every {DRIP_S} s (each "
+        "reconnects when closed, 1 to 2 s after a refusal), while one Worker renews its Lease on the worker listener "
+        "(Worker protocol, ql3w-signed). All in this load generator's one process, on the same 2 cores.\n\n"
+        f"{table(['measured', 'value', ''], rows)}\n"
+    )
+
+
+def summary(c: dict[str, Any]) -> list[str]:
+    return [
+        f"(f) flood: {c['idle_connections']} idle + {c['slowloris_clients']} slowloris clients; renewals "
+        f"{c['renewals_ok']} ok, {c['renewals_failed']} failed, p99 {c['renew_p99_ms']:.1f} ms; shell RSS peak "
+        f"{c['rss_peak_mib']:.0f} MiB (bound {c['rss_bound_mib']:.0f} MiB)"
+    ]
+
+
+def run(env: Env, seconds: float) -> Result:
+    """Part (f) of `make bench`: its own database and shell process."""
+    raise_own_fd_limit(4 * (IDLE_CLIENTS + SLOWLORIS_CLIENTS))
+    env.create_database("flood")
+    shell = ShellProcess(env, "flood", name="shell-flood")
+    shell.start()
+    say(f"(f) shell serving (pid {shell.pid}) with its default budgets")
+    try:
+        counts = asyncio.run(flood(env, shell, seconds))
+    finally:
+        shell.stop()
+    record_json("flood", counts)
+    return Result(render(counts), summary(counts), {"flood": counts})

@@ -1,0 +1,193 @@
+"""The shell's configuration file (TOML): listeners, certificate paths, connection budgets, the
+database DSN and the cluster secret. Touches the files it is pointed at (read only).
+
+    [database]
+    dsn = "host=127.0.0.1 port=5432 user=ql_runtime dbname=qinglong"
+    pool_size = 4
+
+    [secret]
+    cluster_secret_file = "/etc/qinglong/cluster.secret"   # ≥ 32 bytes; mode 0600
+
+    [worker_listener]      # TLS 1.3, client certificate required
+    host = "0.0.0.0"
+    port = 8443
+    certificate = "server.crt"
+    key = "server.key"
+    client_ca = "worker-ca.crt"
+    max_connections = 1024           # the connection budget (each key optional; defaults in BUDGETS)
+    tls_handshake_timeout = 10.0     # seconds
+    header_timeout = 10.0
+    body_timeout = 30.0
+    idle_timeout = 75.0
+    max_header_count = 32
+    max_header_bytes = 16384
+
+    [user_listener]        # TLS 1.3, bearer tokens
+    host = "0.0.0.0"
+    port = 9443
+    certificate = "server.crt"
+    key = "server.key"
+    max_connections = 256
+
+    [admin_listener]       # plain HTTP /metrics and /healthz, loopback only
+    host = "127.0.0.1"
+    port = 9100
+
+Relative paths are relative to the file. The file is read exactly: an unknown section or key, a
+missing one, a wrong type or a value out of range is one line naming it (the wire contracts' field
+engine). Every listener has its own budget (docs/operations.md, "Connection budgets"); the admin
+listener is plain HTTP, so it takes no tls_handshake_timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from qinglong.wire.codec import WireError
+from qinglong.wire.fields import Int, Nested, Record, Seconds, Str, wire
+
+
+class ConfigError(Exception):
+    """A one-line reason the configuration cannot be used."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one listener grants its connections (qinglong.shell.listener enforces it). Seconds are
+    counted as docs/operations.md, "Connection budgets", says."""
+
+    max_connections: int  # open at once, TLS handshakes included; the next one is closed at accept
+    tls_handshake_timeout: float  # accept → TLS handshake done
+    header_timeout: float  # handshake done (first request) or first byte (later ones) → complete head
+    body_timeout: float  # complete head → complete body
+    idle_timeout: float  # end of a response → first byte of the next request
+    max_header_count: int  # header fields in one request head
+    max_header_bytes: int  # one request head: request line, header fields and line ends
+
+
+BUDGETS: Final = {  # the defaults, per listener section
+    "worker_listener": Budget(1024, 10.0, 10.0, 30.0, 75.0, 32, 16384),
+    "user_listener": Budget(256, 10.0, 10.0, 30.0, 30.0, 32, 16384),
+    "admin_listener": Budget(16, 10.0, 10.0, 10.0, 30.0, 32, 8192),
+}
+BUDGET_KEYS: Final = tuple(f.name for f in dataclasses.fields(Budget))
+
+
+@dataclass(frozen=True)
+class Listener:
+    host: str
+    port: int
+    budget: Budget
+    certificate: Path | None = None
+    key: Path | None = None
+    client_ca: Path | None = None
+
+
+@dataclass(frozen=True)
+class ShellConfig:
+    dsn: str
+    pool_size: int
+    cluster_secret: bytes
+    worker: Listener
+    user: Listener
+    admin: Listener
+
+
+PATH = Str(4096, min_len=1)  # a file, relative to the config file
+
+
+class _Listener(Record):
+    host: str = wire(Str(255, min_len=1), name="host")
+    port: int = wire(Int(0, 65535), name="port")
+    certificate: str | None = wire(PATH, name="certificate", optional=True, default=None)
+    key: str | None = wire(PATH, name="key", optional=True, default=None)
+    client_ca: str | None = wire(PATH, name="client_ca", optional=True, default=None)
+    # The connection budget: an absent key takes its listener's default (BUDGETS).
+    max_connections: int | None = wire(Int(1, 100_000), name="max_connections", optional=True, default=None)
+    tls_handshake_timeout: float | None = wire(
+        Seconds(0.1, 300), name="tls_handshake_timeout", optional=True, default=None
+    )
+    header_timeout: float | None = wire(Seconds(0.1, 300), name="header_timeout", optional=True, default=None)
+    body_timeout: float | None = wire(Seconds(0.1, 3600), name="body_timeout", optional=True, default=None)
+    idle_timeout: float | None = wire(Seconds(0.1, 3600), name="idle_timeout", optional=True, default=None)
+    max_header_count: int | None = wire(Int(1, 1024), name="max_header_count", optional=True, default=None)
+    max_header_bytes: int | None = wire(Int(1024, 1048576), name="max_header_bytes", optional=True, default=None)
+
+
+class _Database(Record):
+    dsn: str = wire(Str(4096, min_len=1), name="dsn")
+    pool_size: int | None = wire(Int(1, 256), name="pool_size", optional=True, default=None)
+
+
+class _Secret(Record):
+    cluster_secret_file: str = wire(PATH, name="cluster_secret_file")
+
+
+class _ShellFile(Record):
+    """shell.toml exactly: unknown sections or keys, missing ones and wrong types are refused by the
+    engine that parses wire messages."""
+
+    database: _Database = wire(Nested(_Database), name="database")
+    secret: _Secret = wire(Nested(_Secret), name="secret")
+    worker_listener: _Listener = wire(Nested(_Listener), name="worker_listener")
+    user_listener: _Listener = wire(Nested(_Listener), name="user_listener")
+    admin_listener: _Listener | None = wire(Nested(_Listener), name="admin_listener", optional=True, default=None)
+
+
+def _listener(given: _Listener, base: Path, name: str, needed: tuple[str, ...]) -> Listener:
+    paths = {k: base / v for k in ("certificate", "key", "client_ca") if (v := getattr(given, k)) is not None}
+    for key in needed:
+        if key not in paths or not paths[key].is_file():
+            raise ConfigError(f"[{name}] {key} is missing or not a file")
+    if name == "admin_listener" and given.tls_handshake_timeout is not None:
+        raise ConfigError("[admin_listener] tls_handshake_timeout: the admin listener is plain HTTP (no TLS)")
+    defaults = BUDGETS[name]
+    budget = Budget(
+        **{k: getattr(defaults, k) if getattr(given, k) is None else getattr(given, k) for k in BUDGET_KEYS}
+    )
+    return Listener(given.host, given.port, budget, paths.get("certificate"), paths.get("key"), paths.get("client_ca"))
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load(path: Path) -> ShellConfig:
+    try:
+        given = _ShellFile.load_at(tomllib.loads(path.read_text()), path.name)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except WireError as exc:
+        raise ConfigError(exc.message) from None
+    base = path.parent
+    secret_file = base / given.secret.cluster_secret_file
+    try:
+        secret = secret_file.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the cluster secret: {exc.strerror}") from None
+    if len(secret) < 32:
+        raise ConfigError("the cluster secret must hold at least 32 bytes")
+    if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"{secret_file} must not be readable by group or others (chmod 600)")
+    admin = given.admin_listener or _Listener(host="127.0.0.1", port=9100)
+    if not _loopback(admin.host):
+        raise ConfigError("[admin_listener] must bind a loopback address (127.0.0.1, ::1 or localhost)")
+    return ShellConfig(
+        dsn=given.database.dsn,
+        pool_size=given.database.pool_size or 4,
+        cluster_secret=secret,
+        worker=_listener(given.worker_listener, base, "worker_listener", ("certificate", "key", "client_ca")),
+        user=_listener(given.user_listener, base, "user_listener", ("certificate", "key")),
+        admin=_listener(admin, base, "admin_listener", ()),
+    )

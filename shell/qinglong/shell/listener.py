@@ -1,0 +1,305 @@
+"""Connection budgets (qinglong.shell.config.Budget) for each of the shell's listeners: its own listening
+sockets, a count of its open connections, and one deadline per connection. Touches the network (the
+sockets it binds and accepts), the process's RLIMIT_NOFILE, the shell's metrics and its log.
+
+Why not web.TCPSite or loop.create_server(ssl=…): asyncio wraps every accepted socket in a TLS transport
+(a 256 KiB read buffer, then the handshake) before any protocol factory could refuse it. Here the accept
+loop closes a connection beyond max_connections at once, before any TLS, and hands the others to the
+public loop.connect_accepted_socket with ssl_handshake_timeout.
+
+Why a RequestHandler subclass (_Connection): aiohttp 3.14 bounds one header line (max_line_size,
+max_field_size) and the header count (max_headers), and has one keep-alive timer that covers both an
+idle connection and an unfinished head. It has no header, body or total-head budget. The subclass keeps
+one loop.call_at deadline per connection, moved as a request progresses (header → body → none while the
+handler runs → idle → header …), so no task or timer piles up per request. It refuses a head that does
+not end within max_header_bytes before aiohttp's parser buffers it, and answers aiohttp's own header-limit
+errors with 431 (handle_error). It reads one private attribute, `_messages` (the queue of parsed requests),
+to see a head complete. aiohttp is pinned (3.14.5); tests/integration/shell/test_budgets.py exercises
+every budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+import socket
+import ssl
+from typing import Any, Final
+
+from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.web_request import BaseRequest
+
+from qinglong.shell.config import Budget, ConfigError, ShellConfig
+from qinglong.shell.metrics import BUDGET_HITS, CONNECTIONS_OPEN
+from qinglong.wire.logline import emit
+
+log = logging.getLogger("qinglong.shell")
+
+FD_SPARE: Final = 64  # stdio, listening sockets, log files, resolver sockets, a connection being refused
+BACKLOG: Final = 128
+ACCEPT_RETRY_S: Final = 1.0  # after EMFILE/ENFILE/ENOBUFS/ENOMEM, as asyncio's own accept loop does
+REFUSED_HEAD: Final = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def ensure_fd_limit(config: ShellConfig) -> int:
+    """Raise the soft RLIMIT_NOFILE to what the budgets need (every listener's max_connections, the
+    database pool and FD_SPARE); ConfigError when the hard limit is lower. Returns the soft limit."""
+    listeners = (config.worker, config.user, config.admin)
+    need = sum(listener.budget.max_connections for listener in listeners) + config.pool_size + FD_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise ConfigError(
+            f"the connection budgets need {need} open files (max_connections of every listener + pool_size + "
+            f"{FD_SPARE}) but RLIMIT_NOFILE's hard limit is {hard}: lower max_connections or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    return need
+
+
+class BudgetedListener:
+    """One listener: its listening sockets, the aiohttp Server answering on them, and its budget."""
+
+    def __init__(self, name: str, server: web.Server, budget: Budget, ssl_context: ssl.SSLContext | None) -> None:
+        self.name = name
+        self.budget = budget
+        self.open = 0  # accepted and not yet closed, TLS handshakes included
+        self.loop = asyncio.get_running_loop()
+        self._server = server
+        self._ssl = ssl_context
+        self._sockets: list[socket.socket] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
+        # aiohttp's own keep-alive timer only backs ours up: it never fires first.
+        self.handler_kwargs: Final[dict[str, Any]] = {
+            "keepalive_timeout": budget.idle_timeout + budget.header_timeout + 1.0,
+            "max_line_size": budget.max_header_bytes,
+            "max_field_size": budget.max_header_bytes,
+            "max_headers": budget.max_header_count,
+            "access_log": None,
+        }
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(sock.getsockname()[1]) for sock in self._sockets]
+
+    async def start(self, host: str, port: int) -> None:
+        """Bind every address `host` resolves to (OSError when one cannot be bound) and start accepting."""
+        infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+                sock.listen(BACKLOG)
+                sock.setblocking(False)
+        except OSError:
+            await self.stop()
+            raise
+        for sock in self._sockets:
+            self.loop.add_reader(sock.fileno(), self._accept, sock)
+
+    async def stop(self) -> None:
+        """Stop accepting and abandon the TLS handshakes under way (open connections are the Server's)."""
+        for sock in self._sockets:
+            if sock.fileno() >= 0:
+                self.loop.remove_reader(sock.fileno())
+            sock.close()
+        self._sockets.clear()
+        for task in list(self._handshakes):
+            task.cancel()
+        await asyncio.gather(*self._handshakes, return_exceptions=True)
+
+    def hit(self, budget: str) -> None:
+        """A connection was refused or closed by `budget`: count it, and log it (at most once a minute)."""
+        BUDGET_HITS.labels(self.name, budget).inc()
+        level = logging.INFO if budget == "idle_timeout" else logging.WARNING
+        emit(log, level, "listener.budget_hit", key=f"budget:{self.name}:{budget}", listener=self.name,
+             budget=budget, open=self.open, max_connections=self.budget.max_connections)  # fmt: skip
+
+    def released(self) -> None:
+        self.open -= 1
+        CONNECTIONS_OPEN.labels(self.name).dec()
+
+    def _accept(self, listening: socket.socket) -> None:
+        for _ in range(BACKLOG):
+            try:
+                sock, _ = listening.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                self.hit("open_files" if exc.errno in (errno.EMFILE, errno.ENFILE) else "accept_error")
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self.loop.remove_reader(listening.fileno())
+                    self.loop.call_later(ACCEPT_RETRY_S, self._resume, listening)
+                return
+            if self.open >= self.budget.max_connections:
+                sock.close()  # at once: no TLS, no buffers, nothing queued
+                self.hit("max_connections")
+                continue
+            sock.setblocking(False)
+            self.open += 1
+            CONNECTIONS_OPEN.labels(self.name).inc()
+            connection = _Connection(self, self._server, loop=self.loop, **self.handler_kwargs)
+            task = self.loop.create_task(self._connect(sock, connection))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    def _resume(self, listening: socket.socket) -> None:
+        if listening in self._sockets:
+            self.loop.add_reader(listening.fileno(), self._accept, listening)
+
+    async def _connect(self, sock: socket.socket, connection: _Connection) -> None:
+        started = self.loop.time()
+        try:
+            if self._ssl is None:
+                await self.loop.connect_accepted_socket(lambda: connection, sock)
+            else:
+                timeout = self.budget.tls_handshake_timeout
+                await self.loop.connect_accepted_socket(
+                    lambda: connection, sock, ssl=self._ssl, ssl_handshake_timeout=timeout
+                )
+        except OSError:  # ssl.SSLError and TimeoutError are OSErrors; asyncio closed the socket
+            if self._ssl is not None and self.loop.time() - started >= self.budget.tls_handshake_timeout:
+                self.hit("tls_handshake_timeout")
+            connection.release()
+        except BaseException:  # cancelled by stop(), or a bug: the slot is given back either way
+            connection.release()
+            raise
+
+
+class _Connection(web.RequestHandler):
+    """aiohttp's RequestHandler plus the header, body, idle and total-head budgets (see the module)."""
+
+    __slots__ = (
+        "_body_open",
+        "_deadline",
+        "_deadline_budget",
+        "_head",
+        "_in_flight",
+        "_listener",
+        "_released",
+        "_tail",
+    )
+
+    def __init__(self, listener: BudgetedListener, manager: web.Server, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._listener = listener
+        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_budget = ""
+        self._head = 0  # bytes received of a head not yet complete
+        self._tail = b""  # its last 3 bytes, to find a CRLF CRLF split between reads
+        self._body_open = False  # the last parsed request's body is still arriving
+        self._in_flight = 0  # requests parsed and not yet answered
+        self._released = False
+
+    def release(self) -> None:
+        """Give the connection's slot back (once) and drop its deadline."""
+        self._disarm()
+        if not self._released:
+            self._released = True
+            self._listener.released()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm("header_timeout")  # the first head counts from the end of the handshake
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.release()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._body_open or not data or self.transport is None:
+            self._feed(data)
+            return
+        if self._head == 0 and self._deadline_budget != "header_timeout":
+            self._arm("header_timeout")  # a later head counts from its first byte
+        room = self._listener.budget.max_header_bytes - self._head
+        if b"\r\n\r\n" not in self._tail + data[:room]:  # the head does not end within its budget here
+            if len(data) > room:
+                self._refuse_head("max_header_bytes")  # before the parser buffers a byte of it
+                return
+            self._head += len(data)
+            self._tail = (self._tail + data)[-3:]
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        queued = len(self._messages)
+        super().data_received(data)
+        parsed = len(self._messages) - queued
+        if not parsed or self.transport is None:
+            return
+        self._in_flight += parsed
+        self._head, self._tail = 0, b""
+        payload = self._messages[-1][1]
+        if payload.is_eof():
+            self._disarm()  # the handler has the whole request: no budget while it works
+        else:
+            self._body_open = True
+            self._arm("body_timeout")
+            payload.on_eof(self._body_done)
+
+    def handle_error(
+        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        """aiohttp's answer to a head it could not parse: 431 when a head budget was the reason."""
+        budget = _head_budget(exc)
+        if budget is None:
+            return super().handle_error(request, status, exc, message)
+        self._listener.hit(budget)
+        refused = web.Response(status=431)
+        refused.force_close()
+        return refused
+
+    async def finish_response(
+        self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        finished = await super().finish_response(request, resp, start_time)
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._head == 0 and not self._body_open and self.transport is not None:
+            self._arm("idle_timeout")
+        return finished
+
+    def _body_done(self) -> None:
+        self._body_open = False
+        if self._deadline_budget == "body_timeout":
+            self._disarm()
+
+    def _refuse_head(self, budget: str) -> None:
+        self._listener.hit(budget)
+        if self.transport is not None and self._in_flight == 0:  # no earlier response is being written
+            self.transport.write(REFUSED_HEAD)
+        self.force_close()  # close() flushes what was written, TLS included
+
+    def _arm(self, budget: str) -> None:
+        self._disarm()
+        seconds: float = getattr(self._listener.budget, budget)
+        self._deadline_budget = budget
+        self._deadline = self._loop.call_at(self._loop.time() + seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._deadline_budget = ""
+
+    def _expire(self) -> None:
+        budget = self._deadline_budget
+        self._deadline, self._deadline_budget = None, ""
+        self._listener.hit(budget)
+        self.force_close()
+
+
+def _head_budget(exc: BaseException | None) -> str | None:
+    """The budget a parse error of aiohttp's stands for, if any."""
+    if isinstance(exc, LineTooLong):  # one line longer than max_header_bytes (aiohttp's line limits)
+        return "max_header_bytes"
+    if isinstance(exc, BadHttpMessage) and "Too many headers" in exc.message:
+        return "max_header_count"
+    return None

@@ -1,0 +1,43 @@
+"""The shell's Prometheus metrics, in a registry of its own (served on the loopback admin port).
+Touches nothing but process memory. Labels are route names, statuses, stable codes, listener names
+(worker, user, admin) and budget names: never ids, tokens, keys, digests or addresses."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY: Final = CollectorRegistry(auto_describe=True)
+
+REQUESTS: Final = Counter(
+    "qinglong_shell_requests",
+    "Requests answered, by route and HTTP status",
+    ["route", "status"],
+    registry=REGISTRY,
+)
+REFUSALS: Final = Counter(
+    "qinglong_shell_refusals",
+    "Requests refused, by stable error code (fences included)",
+    ["code"],
+    registry=REGISTRY,
+)
+DB_LATENCY: Final = Histogram(
+    "qinglong_shell_db_seconds",
+    "Latency of one ql_api call, by function",
+    ["function"],
+    registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0),
+)
+CONNECTIONS_OPEN: Final = Gauge(
+    "qinglong_shell_connections_open",
+    "Connections open now, TLS handshakes included, by listener",
+    ["listener"],
+    registry=REGISTRY,
+)
+BUDGET_HITS: Final = Counter(
+    "qinglong_shell_budget_hits",
+    "Connections refused at accept or closed by a connection budget, by listener and budget",
+    ["listener", "budget"],
+    registry=REGISTRY,
+)

@@ -1,0 +1,310 @@
+"""The shell's one declarative route table: path → request contract → ql_api function → response
+contract. Touches nothing: declarations and pure argument binders.
+
+Each binder is a typed function of the route's request message that names the ql_api function's
+parameters (`{"p_worker_id": …}`; db.py calls the function in named notation), forwarding the parsed
+body's fields exactly plus the identity the shell authenticated (Worker, session and generation from
+mTLS + ql3w; subject and admitted versions from the bearer admission). So a renamed wire field fails
+mypy, and a renamed SQL parameter fails tests/integration/shell/test_route_binders.py. Raw lease
+tokens become SHA-256 digests here and go no further. There is no per-route logic beyond this table;
+app.py runs every route through the same pipeline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, Generic, Literal, Never, TypeAlias, TypeVar, cast
+
+from psycopg.types.json import Jsonb
+
+from qinglong.wire import (
+    CANCELLATION_RESPONSES,
+    ENQUEUE_RESPONSES,
+    LEASE_CONTROL_RESPONSES,
+    OFFER_RESPONSES,
+    ActivationRequest,
+    ActivationResponse,
+    ActivationStartFailureRequest,
+    ArtifactStored,
+    ArtifactUploadRequest,
+    AttemptFence,
+    CancellationRequest,
+    CompletionRequest,
+    CompletionResponse,
+    EnqueueRequest,
+    LeaseControlRequest,
+    Message,
+    OfferPullRequest,
+    RunTimeline,
+    Variants,
+    WorkerSessionAlive,
+    WorkerSessionHeartbeatRequest,
+    WorkerSessionOpened,
+    WorkerSessionOpenRequest,
+    ql3w,
+)
+from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
+
+WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
+SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
+PROJECT_BASE: Final = "/api/v3/projects/{projectId}/runs"
+PHASES: Final = "{phase:starting|running|start-failure}"
+
+
+def token_digest(token: str) -> bytes:
+    """SHA-256 of a lease token's text: the only form in which it reaches the database."""
+    return hashlib.sha256(token.encode("ascii")).digest()
+
+
+@dataclass
+class Call:
+    """What the pipeline knows when it binds a route's arguments."""
+
+    match: Mapping[str, str]
+    body: Message | None
+    cluster_secret: bytes
+    worker_id: str | None = None
+    session_id: str | None = None
+    generation: int | None = None
+    cert_fingerprint: bytes | None = None
+    subject_id: str | None = None
+    project_version: int | None = None
+    binding_version: int | None = None
+    minted_token: str | None = None
+
+
+Args = dict[str, object]  # a ql_api function's arguments by parameter name
+
+
+def _fence(c: Call, b: AttemptFence, offer_id: str) -> Args:
+    """The Attempt fence as ql.attempt_fence's parameters (the Offer id from the path, or the body)."""
+    return {
+        "p_worker_id": c.worker_id,
+        "p_session_id": c.session_id,
+        "p_worker_generation": b.worker_generation,
+        "p_project_id": b.project_id,
+        "p_run_id": b.run_id,
+        "p_attempt_id": b.attempt_id,
+        "p_offer_id": offer_id,
+        "p_lease_generation": b.lease_generation,
+        "p_token_digest": token_digest(b.lease_token),
+    }
+
+
+def _admitted(c: Call) -> Args:
+    return {"p_admitted_project_version": c.project_version, "p_admitted_binding_version": c.binding_version}
+
+
+class Admission(Record):
+    """ql_api.request_admission_v1's answer, checked before the shell acts on it."""
+
+    decision: str = wire(Enum(("allow", "deny", "require_approval")))
+    reason: str = wire(Str(64, min_len=1, pattern="[a-z0-9_.]+"))
+    subject_id: str | None = wire(Uuid(), nullable=True)
+    subject_kind: str | None = wire(Enum(("user", "agent", "system")), nullable=True)
+    project_version: int | None = wire(Int(1), nullable=True)
+    binding_version: int | None = wire(Int(1), nullable=True)
+    audit_id: str = wire(Uuid())
+
+    FUNCTION: ClassVar[str] = "request_admission_v1"
+
+    @staticmethod
+    def args(digest: bytes, project_id: str, permission: str | None, route: str, request_id: str) -> Args:
+        """request_admission_v1's arguments: the bearer token's digest, never the token."""
+        return {
+            "p_token_digest": digest,
+            "p_project_id": project_id,
+            "p_permission": permission,
+            "p_route": route,
+            "p_request_id": request_id,
+        }
+
+
+# A route's request message (Never for a route without a body). Covariant so that the table holds
+# routes of different messages as Route; bind() checks at run time what that lets mypy assume.
+B = TypeVar("B", bound=Message, covariant=True)
+
+
+@dataclass(frozen=True)
+class RouteOf(Generic[B]):
+    """One route. `request` may depend on the path (the activation phase picks its contract); `args`
+    binds the parsed request of type B to the function's parameters by name, and mypy refuses a
+    binder of another message than the route's request."""
+
+    name: str
+    method: Literal["GET", "POST"]
+    path: str
+    audience: Literal["worker", "worker-open", "user"]
+    request: Callable[[Mapping[str, str]], type[B]] | None
+    function: str
+    args: Callable[[Call, B], Args]
+    response: Variants[Any] | type[Message]
+    permission: str | None = None
+    serializable: bool = False
+    accepted: frozenset[str] = frozenset()  # statuses answered 202 (user routes)
+    shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
+    mints_token: bool = False
+
+    def bind(self, call: Call) -> Args:
+        """The function's arguments by name, from the body this route parsed (of its own request type)."""
+        contract = None if self.request is None else self.request(call.match)
+        if call.body is not None if contract is None else not isinstance(call.body, contract):
+            raise TypeError(f"{self.name}: the body is not this route's request")
+        return self.args(call, cast(B, call.body))
+
+
+Route: TypeAlias = RouteOf[Message]  # what the pipeline handles: any route of the table
+
+
+M = TypeVar("M", bound=Message)
+
+
+def _const(cls: type[M]) -> Callable[[Mapping[str, str]], type[M]]:
+    return lambda match: cls
+
+
+def _activation_request(match: Mapping[str, str]) -> type[ActivationRequest | ActivationStartFailureRequest]:
+    return ActivationStartFailureRequest if match["phase"] == "start-failure" else ActivationRequest
+
+
+def _session_key(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
+    assert call.worker_id is not None
+    key = ql3w.session_key(call.cluster_secret, result["sessionId"], call.worker_id, result["workerGeneration"])
+    return {"sessionKey": ql3w.b64url(key)}
+
+
+def _lease_token(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"leaseToken": call.minted_token} if result.get("status") == "offered" else {}
+
+
+def mint_token() -> str:
+    """A fresh lease token: 32 random bytes, base64url (43 characters)."""
+    return ql3w.b64url(secrets.token_bytes(32))
+
+
+def _session_open(c: Call, b: WorkerSessionOpenRequest) -> Args:
+    return {
+        "p_worker_id": c.worker_id,
+        "p_worker_generation": b.worker_generation,
+        "p_cert_fingerprint": c.cert_fingerprint,
+        "p_capacity": b.capacity,
+    }
+
+
+def _heartbeat(c: Call, b: WorkerSessionHeartbeatRequest) -> Args:
+    return {"p_worker_id": c.worker_id, "p_session_id": c.session_id, "p_worker_generation": b.worker_generation}
+
+
+def _offer_pull(c: Call, b: OfferPullRequest) -> Args:
+    return {
+        "p_worker_id": c.worker_id,
+        "p_session_id": c.session_id,
+        "p_worker_generation": c.generation,
+        "p_token_digest": token_digest(c.minted_token or ""),
+        "p_pull_id": b.pull_id,
+    }
+
+
+def _activation(c: Call, b: ActivationRequest | ActivationStartFailureRequest) -> Args:
+    return {
+        "p_phase": c.match["phase"].replace("-", "_"),
+        **_fence(c, b, c.match["offerId"]),
+        "p_error_code": b.error_code if isinstance(b, ActivationStartFailureRequest) else None,
+    }
+
+
+def _lease_control(c: Call, b: LeaseControlRequest) -> Args:
+    return {**_fence(c, b, b.offer_id), "p_expected_version": b.expected_version}
+
+
+def _artifact(c: Call, b: ArtifactUploadRequest) -> Args:
+    return {
+        **_fence(c, b, c.match["offerId"]),
+        "p_kind": b.kind,
+        "p_sha256": bytes.fromhex(b.sha256),
+        "p_size": b.size,
+        "p_content": b.content,
+    }
+
+
+def _completion(c: Call, b: CompletionRequest) -> Args:
+    return {
+        **_fence(c, b, c.match["offerId"]),
+        "p_lease_version": b.lease_version,
+        "p_exit_code": b.exit_code,
+        "p_error_code": b.error_code,
+        "p_artifacts": Jsonb([a.to_obj() for a in b.artifacts]),
+    }
+
+
+def _enqueue(c: Call, b: EnqueueRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.match["projectId"],
+        "p_task_id": b.task_id,
+        "p_mutation_id": b.mutation_id,
+        **_admitted(c),
+    }
+
+
+def _cancel(c: Call, b: CancellationRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.match["projectId"],
+        "p_run_id": c.match["runId"],
+        "p_mutation_id": b.mutation_id,
+        **_admitted(c),
+    }
+
+
+def _read(c: Call, b: Never) -> Args:  # a GET has no body
+    return {"p_project_id": c.match["projectId"], "p_run_id": c.match["runId"]}
+
+
+# Typed by inference, each entry as RouteOf[its request] (an annotation would impose one message on all).
+ROUTES: Final = (
+    RouteOf(
+        "worker.session.open", "POST", WORKER_BASE, "worker-open", _const(WorkerSessionOpenRequest),
+        "worker_session_open_v1", _session_open, WorkerSessionOpened, shell_fields=_session_key,
+    ),
+    RouteOf(
+        "worker.session.heartbeat", "POST", SESSION_BASE + "/heartbeat", "worker",
+        _const(WorkerSessionHeartbeatRequest), "worker_session_heartbeat_v1", _heartbeat, WorkerSessionAlive,
+    ),
+    RouteOf(
+        "worker.offers.pull", "POST", SESSION_BASE + "/offers:pull", "worker", _const(OfferPullRequest),
+        "offer_pull_v1", _offer_pull, OFFER_RESPONSES, shell_fields=_lease_token, mints_token=True,
+    ),
+    RouteOf(
+        "worker.activation", "POST", SESSION_BASE + "/offers/{offerId}/activation/" + PHASES, "worker",
+        _activation_request, "attempt_activation_v1", _activation, ActivationResponse,
+    ),
+    RouteOf(
+        "worker.lease_control", "POST", SESSION_BASE + "/lease-control", "worker",
+        _const(LeaseControlRequest), "attempt_lease_control_v1", _lease_control, LEASE_CONTROL_RESPONSES,
+    ),
+    RouteOf(
+        "worker.artifacts", "POST", SESSION_BASE + "/offers/{offerId}/artifacts", "worker",
+        _const(ArtifactUploadRequest), "artifact_upload_v1", _artifact, ArtifactStored,
+    ),
+    RouteOf(
+        "worker.completion", "POST", SESSION_BASE + "/offers/{offerId}/completion", "worker",
+        _const(CompletionRequest), "attempt_complete_v1", _completion, CompletionResponse,
+    ),
+    RouteOf(
+        "user.runs.enqueue", "POST", PROJECT_BASE, "user", _const(EnqueueRequest), "run_enqueue_v1", _enqueue,
+        ENQUEUE_RESPONSES, permission="run.start", accepted=frozenset({"enqueued"}),
+    ),
+    RouteOf(
+        "user.runs.cancel", "POST", PROJECT_BASE + "/{runId}/cancellation", "user",
+        _const(CancellationRequest), "run_cancel_request_v1", _cancel,
+        CANCELLATION_RESPONSES, permission="run.stop", serializable=True, accepted=frozenset({"accepted"}),
+    ),
+    RouteOf(
+        "user.runs.read", "GET", PROJECT_BASE + "/{runId}", "user", None, "run_timeline_v1", _read, RunTimeline,
+        permission="run.read",
+    ),
+)  # fmt: skip

@@ -1,0 +1,253 @@
+"""qinglong/error@v1 and the one table of its stable error codes. Touches nothing: declarations.
+
+A code is stable API: the shell chooses it, the Worker and users branch on it, and it never carries
+a secret (the message names a rule or a field path, never a value). `ERRORS` gives each code its
+HTTP status, its meaning and the routes that can answer it; the shell answers with that status, and
+its OpenAPI document and docs/protocol.md are generated from the same table. Database outcomes map
+by rule: `fenced` + reason → `fenced.<reason>`, `invalid` + reason → `invalid.<reason>`,
+`not_found` → `not_found` (a missing Offer and one of another Worker look the same, as they must),
+except that ql.policy_fence's `approval_required` is the code `approval_required` (docs/architecture.md
+§6: 403 for agents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+from qinglong.wire import codec, ql3w
+from qinglong.wire.codec import BAD_ENUM, KIB, MAX_DEPTH, WireError
+from qinglong.wire.fields import Enum, Message, Str, wire
+
+ERROR_SCHEMA: Final = "qinglong/error@v1"
+REQUEST_ID_PATTERN: Final = "[A-Za-z0-9._:-]{1,128}"  # ql.security_audit.request_id is 1..128 characters
+
+# Every `fenced` reason the ql_api functions return (ql.attempt_fence's and ql.policy_fence's included):
+# exactly the database's enum ql.fence_reason, in its order (tests/integration/db/test_wire_catalogue.py).
+FENCE_REASONS: Final[tuple[str, ...]] = (
+    "worker_disabled",
+    "certificate_mismatch",
+    "stale_session",
+    "session_expired",
+    "stale_generation",
+    "identity_mismatch",
+    "stale_lease_generation",
+    "token_mismatch",
+    "lease_expired",
+    "state_drift",
+    "stale_version",
+    "completion_conflict",
+    "artifact_mismatch",
+    "artifact_conflict",
+    "subject_disabled",
+    "project_archived",
+    "project_changed",
+    "binding_revoked",
+    "binding_changed",
+    "role_insufficient",
+    "approval_required",  # an agent asking run.stop: the one fence whose code is `approval_required` (403)
+    "mutation_conflict",
+    "token_in_use",  # operators (subject_create_v1)
+)
+# Every `invalid` reason: mostly inputs the wire parser already refuses (a bug if the database sees
+# them), plus the content checks only the database makes (size, too_large, sha256_mismatch), and the
+# operator functions' inputs. Exactly the database's enum ql.invalid_reason, in its order.
+INVALID_REASONS: Final[tuple[str, ...]] = (
+    "phase",
+    "worker_id",
+    "session_id",
+    "worker_generation",
+    "cert_fingerprint",
+    "capacity",
+    "token_digest",
+    "project_id",
+    "run_id",
+    "attempt_id",
+    "offer_id",
+    "lease_generation",
+    "expected_version",
+    "lease_version",
+    "exit_code",
+    "error_code",
+    "artifacts",
+    "kind",
+    "sha256",
+    "size",
+    "too_large",
+    "sha256_mismatch",
+    "subject_id",
+    "task_id",
+    "mutation_id",
+    "admitted_version",
+    "permission",
+    "route",
+    "request_id",
+    "role",
+    "active",
+    "name",  # operators (project, subject, task and Worker creation)
+    "pool",
+    "plan",
+    "empty_token",
+    "limit",  # the scheduler's convergence pages
+    "grace_ms",
+)
+
+FENCE_MEANINGS: Final[Mapping[str, str]] = {
+    "worker_disabled": "the Worker is disabled, or was re-enrolled after this session opened",
+    "certificate_mismatch": "the client certificate is not the one enrolled for this Worker",
+    "stale_session": "the session is not this Worker's live session (replaced, closed or unknown)",
+    "session_expired": "the session outlived its expiry without a heartbeat",
+    "stale_generation": "the Worker was re-enrolled: this generation is fenced (or the body names another generation)",
+    "identity_mismatch": "the Project, Run or Attempt does not belong to this Offer",
+    "stale_lease_generation": "the Lease generation is not the current one",
+    "token_mismatch": "the lease token is not the one issued with this Offer",
+    "lease_expired": "the Lease expired (database time)",
+    "state_drift": "the Attempt is not in a state this call can act on",
+    "stale_version": "the Lease version is not the current one (a lost or duplicated renewal)",
+    "completion_conflict": "the Attempt already ended with a different completion",
+    "artifact_mismatch": "the completion's receipts do not match the stored artifacts",
+    "artifact_conflict": "an artifact of this kind is stored with another sha256 or size",
+    "subject_disabled": "the bearer token's subject is disabled",
+    "project_archived": "the Project is archived",
+    "project_changed": "the Project's policy changed after admission (retry)",
+    "binding_revoked": "the subject's role binding was revoked",
+    "binding_changed": "the subject's role binding changed after admission (retry)",
+    "role_insufficient": "the subject's role does not allow this",
+    "approval_required": "an agent asked for `run.stop`: a human must do it",
+    "mutation_conflict": "the mutationId was used before for a different command",
+    "token_in_use": "the bearer-token digest is already registered to a subject (operators)",
+}
+# The content checks only the database makes; any other reason is an input the wire parser refuses first.
+INVALID_MEANINGS: Final[Mapping[str, str]] = {
+    "size": "the declared size does not match the content",
+    "too_large": "the artifact is larger than the database's artifact_max_bytes",
+    "sha256_mismatch": "the declared sha256 does not match the content",
+}
+
+Scope = Literal["any", "body", "worker", "signed", "user"]
+"""Which routes can answer a code: any route, a route that takes a body, a Worker route, a Worker route
+signed with ql3w (all but session open), a user route."""
+SCOPES: Final[Mapping[str, tuple[Scope, ...]]] = {
+    "worker-open": ("any", "worker"),
+    "worker": ("any", "worker", "signed"),
+    "user": ("any", "user"),
+}
+"""The scopes of each route audience (qinglong.shell.routes.Route.audience); "body" is added for a route with one."""
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """One stable code: the HTTP status it is answered with, what it means, and which routes can answer it."""
+
+    code: str
+    status: int
+    meaning: str
+    scope: Scope = "any"
+
+
+def _table(*entries: ErrorCode) -> Mapping[str, ErrorCode]:
+    table = {entry.code: entry for entry in entries}
+    if len(table) != len(entries):
+        raise ValueError("the error table names a code twice")
+    return MappingProxyType(table)
+
+
+ERRORS: Final[Mapping[str, ErrorCode]] = _table(
+    *(ErrorCode(f"fenced.{r}", 409, FENCE_MEANINGS[r]) for r in FENCE_REASONS if r != "approval_required"),
+    *(
+        ErrorCode(
+            f"invalid.{r}",
+            400,
+            INVALID_MEANINGS.get(r, f"the database refused the input `{r}` (the wire parser refuses most first)"),
+        )
+        for r in INVALID_REASONS
+    ),
+    ErrorCode("auth.unauthenticated", 401, "no bearer token, an unknown one, or its subject is disabled", "user"),
+    ErrorCode(
+        ql3w.BAD_HEADER,
+        401,
+        "the `ql3w` header is malformed, names another Worker or session, or does not verify",
+        "signed",
+    ),
+    ErrorCode(
+        ql3w.EXPIRED, 401, f"the `ql3w` timestamp is more than {ql3w.SKEW_SECONDS} s from the shell's clock", "signed"
+    ),
+    ErrorCode(
+        "auth.certificate_mismatch",
+        401,
+        "no verified client certificate, or it names another Worker than the path",
+        "worker",
+    ),
+    ErrorCode(
+        "request.too_large", 413, "the body is over the route's byte cap (refused before it is buffered)", "body"
+    ),
+    ErrorCode("request.unsupported_media_type", 415, "the body is not `application/json`", "body"),
+    # Every wire.* code but codec.VERSION_MISMATCH: the Worker's own check of an answer, never an answer.
+    ErrorCode(codec.TOO_LARGE, 413, "the body is over the message's byte cap", "body"),
+    ErrorCode(codec.INVALID_UTF8, 400, "the body is not UTF-8 (or escapes a lone surrogate)", "body"),
+    ErrorCode(codec.INVALID_JSON, 400, "the body is not one JSON value (NaN and Infinity included)", "body"),
+    ErrorCode(codec.TOO_DEEP, 400, f"nesting deeper than {MAX_DEPTH}", "body"),
+    ErrorCode(codec.DUPLICATE_KEY, 400, "an object repeats a key", "body"),
+    ErrorCode(codec.NOT_OBJECT, 400, "the top level is not an object", "body"),
+    ErrorCode(codec.UNKNOWN_FIELD, 400, "a field the message does not declare", "body"),
+    ErrorCode(codec.MISSING_FIELD, 400, "a required field is absent", "body"),
+    ErrorCode(codec.BAD_TYPE, 400, "a value of the wrong JSON type (or null where not allowed)", "body"),
+    ErrorCode(codec.OUT_OF_RANGE, 400, "an integer outside its bounds", "body"),
+    ErrorCode(codec.BAD_UUID, 400, "a path id or a body field is not a canonical lower-case uuid"),
+    ErrorCode(codec.CONTROL_CHARACTER, 400, "a control character or U+2028/U+2029 in a string or key", "body"),
+    ErrorCode(codec.BAD_SCHEMA, 400, "`schema` is not this route's message family", "body"),
+    ErrorCode(codec.BAD_ENUM, 400, "a value outside its enum", "body"),
+    ErrorCode(codec.TOO_LONG, 400, "a string, array or map over its maximum", "body"),
+    ErrorCode(codec.TOO_SHORT, 400, "a string or array under its minimum", "body"),
+    ErrorCode(codec.BAD_PATTERN, 400, "a string that does not match its pattern", "body"),
+    ErrorCode(codec.BAD_BASE64, 400, "a token or content that is not canonical base64", "body"),
+    ErrorCode("not_found", 404, "missing, or another Project's or another Worker's object"),
+    ErrorCode(
+        "denied", 403, "admission denied: the subject's role does not allow this, or the Project is archived", "user"
+    ),
+    ErrorCode("approval_required", 403, FENCE_MEANINGS["approval_required"], "user"),
+    ErrorCode("storage.unavailable", 503, "the database cannot be reached"),
+    ErrorCode("internal.bad_projection", 503, "the database answered outside the response contract (never forwarded)"),
+    ErrorCode("internal.error", 500, "a bug in the shell (logged with its type only)"),
+)
+ERROR_CODES: Final[tuple[str, ...]] = tuple(ERRORS)
+
+
+def route_errors(audience: str, *, body: bool) -> tuple[ErrorCode, ...]:
+    """The codes a route can answer: its audience ("worker-open", "worker" or "user"), and whether it takes a body."""
+    scopes = (*SCOPES[audience], *(("body",) if body else ()))
+    return tuple(error for error in ERRORS.values() if error.scope in scopes)
+
+
+class ErrorMessage(Message):
+    """Every non-2xx body: a stable code, a short message and, when known, the request id."""
+
+    SCHEMA = ERROR_SCHEMA
+    CAP = 4 * KIB
+
+    code: str = wire(Enum(ERROR_CODES))
+    message: str = wire(Str(200, min_len=1))
+    request_id: str | None = wire(Str(128, min_len=1, pattern=REQUEST_ID_PATTERN), optional=True, default=None)
+
+
+def outcome_code(result: Mapping[str, object]) -> str:
+    """The error code of a database outcome {"status": "invalid"|"fenced"|"not_found", "reason": …}."""
+    status, reason = result.get("status"), result.get("reason")
+    if status == "not_found":
+        return "not_found"
+    if status == "fenced" and reason == "approval_required":
+        return "approval_required"
+    code = f"{status}.{reason}" if status in ("invalid", "fenced") and isinstance(reason, str) else ""
+    if code not in ERROR_CODES:
+        raise WireError(BAD_ENUM, "database outcome has no stable error code")
+    return code
+
+
+def error_from_wire_error(error: WireError, *, request_id: str | None = None) -> ErrorMessage:
+    """The error body for a refused request (its code is one of the wire.* codes)."""
+    return ErrorMessage(code=error.code, message=error.message, request_id=request_id)
+
+
+MESSAGES: Final[tuple[type[Message], ...]] = (ErrorMessage,)

@@ -1,0 +1,265 @@
+"""`qinglong-worker run --config FILE`: one Worker process — one outer cadence calling the headless
+lifecycle's tick, SIGTERM/SIGINT → an orderly stop within one shutdown budget. Touches the journal
+and work folders named in the config, the credential files, the network and local processes, and
+after every tick rewrites the status file beside the journal (`qinglong-worker status` reads it).
+`qinglong-worker journal list|show|resolve` and `status` are the operator's commands (worker/admin.py):
+they read the same config but use only its `journal`, never the network.
+
+    origin = "https://control.example:8443"
+    worker_id = "…uuid…"
+    generation = 1
+    capacity = 2
+    certificate = "worker.crt"       # relative paths are relative to this file
+    key = "worker.key"
+    trust_anchors = "ca.crt"
+    journal = "state/inbox.sqlite"
+    work_dir = "state/runs"
+    tick_seconds = 2.0
+    page_size = 16
+    shutdown_seconds = 20.0
+    stop_grace_seconds = 5.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import signal
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from qinglong.wire.codec import WireError
+from qinglong.wire.fields import Int, Record, Seconds, Str, Uuid, wire
+from qinglong.wire.logline import configure as configure_logging
+from qinglong.worker import admin
+from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
+from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.executor import Executor
+from qinglong.worker.journal import STATES, JournalBusy, JournalError
+from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class ConfigError(Exception):
+    """A one-line reason the Worker cannot start."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    origin: str
+    worker_id: str
+    generation: int
+    credentials: FileCredentials
+    journal: Path
+    work_dir: Path
+    capacity: int = 1
+    tick_seconds: float = 2.0
+    page_size: int = 16
+    shutdown_seconds: float = 20.0
+    stop_grace_seconds: float = 5.0
+
+
+PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
+
+
+class _ConfigFile(Record):
+    """worker.toml exactly: unknown keys, missing ones and wrong types are refused by the engine that
+    parses wire messages (names are the file's own, snake_case)."""
+
+    origin: str = wire(Str(300, min_len=1), name="origin")
+    worker_id: str = wire(Uuid(), name="worker_id")
+    generation: int = wire(Int(1), name="generation")
+    capacity: int | None = wire(Int(1, 256), name="capacity", optional=True, default=None)
+    certificate: str = wire(PATH, name="certificate")
+    key: str = wire(PATH, name="key")
+    trust_anchors: str = wire(PATH, name="trust_anchors")
+    journal: str = wire(PATH, name="journal")
+    work_dir: str = wire(PATH, name="work_dir")
+    tick_seconds: float | None = wire(Seconds(0.05, 3600), name="tick_seconds", optional=True, default=None)
+    page_size: int | None = wire(Int(1, 64), name="page_size", optional=True, default=None)
+    shutdown_seconds: float | None = wire(Seconds(0, 3600), name="shutdown_seconds", optional=True, default=None)
+    stop_grace_seconds: float | None = wire(Seconds(0, 3600), name="stop_grace_seconds", optional=True, default=None)
+
+
+def load(path: Path) -> WorkerConfig:
+    try:
+        raw: dict[str, Any] = tomllib.loads(path.read_text())
+        given = _ConfigFile.load_at(raw, path.name)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except WireError as exc:
+        raise ConfigError(exc.message) from None
+    base = path.parent
+    optional = {k: getattr(given, k) for k in ("capacity", "tick_seconds", "page_size", "shutdown_seconds",
+                                                "stop_grace_seconds") if getattr(given, k) is not None}  # fmt: skip
+    return WorkerConfig(
+        origin=given.origin,
+        worker_id=given.worker_id,
+        generation=given.generation,
+        credentials=FileCredentials(base / given.certificate, base / given.key, base / given.trust_anchors),
+        journal=base / given.journal,
+        work_dir=base / given.work_dir,
+        **optional,
+    )
+
+
+async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int:
+    """Run until `stop` is set (or SIGTERM/SIGINT); return the exit code."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    try:
+        client = WorkerIngressHttpsClient(config.origin, config.worker_id, config.credentials)
+    except ValueError as exc:
+        raise ConfigError(f"origin: {exc}") from None
+    lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
+        journal_path=config.journal,
+        client=client,
+        executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds),
+        controller=LocalProcessController(grace_s=config.stop_grace_seconds),
+        generation=config.generation,
+        capacity=config.capacity,
+        page_size=config.page_size,
+    )
+    stopping = asyncio.ensure_future(stop.wait())
+    work: asyncio.Future[None] | None = None
+    try:
+        work = asyncio.ensure_future(lifecycle.start())
+        while True:
+            # A signal never waits for a slow call: stop() below aborts it and waits for the tick.
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                break
+            work.result()
+            _write_status(config.journal, lifecycle)
+            if lifecycle.refused is not None:
+                break  # only an operator can fix it: stop in order, then say so
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(stopping), config.tick_seconds)
+            if stop.is_set():
+                break
+            work = asyncio.ensure_future(lifecycle.tick())
+    finally:
+        stopping.cancel()
+        if work is not None and not work.done() and not lifecycle.scanned:
+            work.cancel()  # a start() still paging the journal: abandon it before releasing ownership
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+        try:
+            await asyncio.wait_for(lifecycle.stop(), config.shutdown_seconds)
+            if work is not None and not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+        except TimeoutError:
+            print("qinglong-worker: shutdown budget spent; journal released by exit", file=sys.stderr)
+            return 1
+    if lifecycle.refused is not None:
+        print(
+            f"qinglong-worker: the control plane refused this Worker ({lifecycle.refused}): check `generation`,"
+            " the certificate files and the enrolment (docs/operations.md §10)",
+            file=sys.stderr,
+        )
+        return 4
+    return 3 if lifecycle.failed_closed else 0
+
+
+def _write_status(journal: Path, lifecycle: WorkerRemoteExecutionHeadlessLifecycle) -> None:
+    """Best effort: a Worker that cannot write its status keeps working (`status` then reads it as stale)."""
+    with contextlib.suppress(OSError):
+        admin.write_status(
+            journal,
+            session_id=lifecycle.last_session_id,
+            last_contact_ms=lifecycle.last_contact_ms,
+            failed_closed=lifecycle.failed_closed,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Held pending until run() has its handlers: a SIGTERM during start-up still stops in order.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        return _main(argv)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")  # one line, exit 2
+
+
+def _not_a_worker_command(word: str, commands: list[str]) -> str:
+    """One line for `qinglong-worker pki …` and the like: the Worker's own commands, and where the
+    control plane's commands (`qinglong db|pki|project|shell …`) come from when they are not installed."""
+    where = (
+        f"`qinglong {word} …` is the control plane's command"
+        if importlib.util.find_spec("qinglong.cli") is not None
+        else "control-plane commands (`qinglong db|pki|project|shell …`) need the qinglong-control "
+        "distribution: pip install ./cli from the repository"
+    )
+    return f"qinglong-worker: {word!r} is not a Worker command ({', '.join(commands)}); {where}"
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _Parser(prog="qinglong-worker", description="Run a Qinglong remote Worker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_cmd = sub.add_parser("run", help="run until SIGTERM")
+    run_cmd.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.worker.run)")
+    config_help = "the Worker's TOML file: only its journal is used"
+    journal_cmd = sub.add_parser("journal", help="read the inbox journal, or settle an isolated record")
+    journal_sub = journal_cmd.add_subparsers(dest="journal_command", required=True)
+    list_cmd = journal_sub.add_parser("list", help="one line per record, newest last (works while the Worker runs)")
+    list_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    list_cmd.add_argument("--state", action="append", choices=STATES, metavar="STATE", help="only this state (repeat)")
+    list_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
+    show_cmd = journal_sub.add_parser("show", help="one record as JSON, its lease token redacted")
+    show_cmd.add_argument("offer", help="the offer id")
+    show_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    resolve_cmd = journal_sub.add_parser(
+        "resolve", help="settle a recovery_required or lease_lost_local_execution_unverified record (Worker stopped)"
+    )
+    resolve_cmd.add_argument("offer", help="the offer id")
+    resolve_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    resolve_cmd.add_argument("--stopped", action="store_true", required=True, help="no process of the offer runs")
+    resolve_cmd.add_argument("--reason", required=True, help="why, for the audit line and the record")
+    status_cmd = sub.add_parser("status", help="journal summary and the running Worker's last contact")
+    status_cmd.add_argument("--config", type=Path, required=True, help=config_help)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and not words[0].startswith("-") and words[0] not in sub.choices:
+        print(_not_a_worker_command(words[0], sorted(sub.choices)), file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
+    if args.command != "run":
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # nothing to stop in order: Ctrl-C ends it
+        try:
+            journal = load(args.config).journal
+        except ConfigError as exc:
+            print(f"qinglong-worker: {exc}", file=sys.stderr)
+            return 2
+        return admin.main(args, journal)
+    configure_logging()
+    try:
+        return asyncio.run(run(load(args.config)))
+    except ConfigError as exc:
+        print(f"qinglong-worker: {exc}", file=sys.stderr)
+        return 2
+    except JournalBusy:
+        print("qinglong-worker: another Worker process owns this journal", file=sys.stderr)
+        return 2
+    except JournalError as exc:
+        print(f"qinglong-worker: journal: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
