@@ -168,7 +168,7 @@ def test_root_inside_private_folder_is_refused(tmp_path: Path) -> None:
 
 def test_cli_returns_child_exit_code_and_cleans_up() -> None:
     before = set(_TMP.glob("qinglong-devdb-*"))
-    script = 'test "$(psql -X -At -c "show fsync")" = off || exit 9; exit 3'
+    script = 'psql -X -At -c "show data_directory"; test "$(psql -X -At -c "show fsync")" = off || exit 9; exit 3'
     result = subprocess.run(
         [*_CLI, "--fsync", "off", "--", "sh", "-c", script],
         capture_output=True,
@@ -178,7 +178,10 @@ def test_cli_returns_child_exit_code_and_cleans_up() -> None:
     )
     assert result.returncode == 3, result.stderr
     assert set(_TMP.glob("qinglong-devdb-*")) == before
-    assert _processes_using(_TMP / "qinglong-devdb-") == []
+    # Its own cluster's folder only: other throw-away clusters may run on this machine meanwhile.
+    folder = Path(result.stdout.strip()).parent
+    assert folder.name.startswith("qinglong-devdb-"), result.stdout
+    assert _processes_using(folder) == []
 
 
 def test_cli_with_root_keeps_folder(root: Path) -> None:
