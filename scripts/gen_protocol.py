@@ -60,7 +60,10 @@ from qinglong.wire import (
     Record,
     RunAlreadyEnqueued,
     RunEnqueued,
+    RunList,
+    RunListQuery,
     RunProjection,
+    RunSummary,
     RunTimeline,
     Snapshot,
     TimelineEvent,
@@ -77,6 +80,7 @@ from qinglong.wire import (
     lease_control,
     offer,
     ql3w,
+    run_list,
     session,
     timeline,
 )
@@ -97,6 +101,7 @@ from qinglong.wire.fields import (
     Token,
     Uuid,
 )
+from qinglong.wire.query import Query
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "protocol.md"
@@ -122,6 +127,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("User cancellation", cancellation, cancellation.CANCELLATION_SCHEMA),
     Family("Enqueue", enqueue, enqueue.ENQUEUE_SCHEMA),
     Family("Run timeline", timeline, timeline.TIMELINE_SCHEMA),
+    Family("Run history", run_list, run_list.RUN_LIST_SCHEMA),
     Family("Errors", errors, errors.ERROR_SCHEMA),
 )
 
@@ -149,6 +155,7 @@ PULL = "f0000000-0000-4000-8000-00000000000a"
 LEASE_TOKEN = "FAKE-lease-token-for-the-docs-only-0000000A"  # noqa: S105
 SESSION_KEY = "FAKE-session-key-for-the-docs-only-0000000A"
 REQUEST_ID = "0123456789abcdef0123456789abcdef"
+CURSOR = "AAABm3baqADgAAAAAABAAIAAAAAAAAAG"  # the run-list cursor of (T0, RUN): opaque to clients
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, in ms
 LOG = b"hello from a Qinglong task\n"
 LOG_SHA256 = hashlib.sha256(LOG).hexdigest()
@@ -321,6 +328,23 @@ def examples() -> dict[type[Message], Message]:
             ),
             truncated=False,
         ),
+        RunList(
+            runs=(
+                RunSummary(
+                    run_id=RUN,
+                    task_id=TASK,
+                    task_name="nightly-backup",
+                    status="succeeded",
+                    attempt_count=2,
+                    created_at_ms=T0,
+                    started_at_ms=T0 + 5,
+                    ended_at_ms=T0 + 75_000,
+                    exit_code=0,
+                    cancel_reason=None,
+                ),
+            ),
+            next_cursor=CURSOR,
+        ),
         ErrorMessage(code="fenced.stale_version", message="stale_version", request_id=REQUEST_ID),
     ]
     by_class: dict[type[Message], Message] = {}
@@ -334,6 +358,10 @@ def examples() -> dict[type[Message], Message]:
         raise SystemExit(f"scripts/gen_protocol.py has no example for: {', '.join(missing)}")
     return by_class
 
+
+EXAMPLE_QUERIES: dict[type[Query], Query] = {
+    RunListQuery: RunListQuery(task_id=TASK, status="failed", since_ms=T0, limit=20),
+}
 
 # -- describing declared fields ------------------------------------------------------------------
 
@@ -505,6 +533,8 @@ def route_table(routes: Sequence[Route]) -> list[str]:
     ]
     for route in routes:
         request = ", ".join(f"[{c.__name__}](#{c.__name__.lower()})" for c in requests_of(route)) or "no body"
+        if route.query is not None:
+            request += f"; query [{route.query.__name__}](#{route.query.__name__.lower()})"
         responses = ", ".join(
             f"{success_status(route, c)} [{c.__name__}](#{c.__name__.lower()})" for c in responses_of(route)
         )
@@ -534,8 +564,10 @@ SCOPES: dict[Scope, str] = {
     "any": "any route",
     "body": "a route with a body",
     "worker": "Worker routes",
+    "input": "a route with a body or query parameters",
     "signed": "signed Worker routes",
     "user": "user routes",
+    "unrouted": "no route (a path's other methods)",
 }
 
 
@@ -549,6 +581,28 @@ def error_table() -> list[str]:
     for error in sorted(ERRORS.values(), key=lambda e: e.status):
         rows.append(f"| {error.status} | {code(error.code)} | {SCOPES[error.scope]} | {cell(error.meaning)} |")
     return rows
+
+
+# -- query parameters --------------------------------------------------------------------------
+
+
+def query_text(cls: type[Query]) -> list[str]:
+    """The parameters of a GET's query string: the rules of qinglong.wire.query, and the field table."""
+    example = EXAMPLE_QUERIES[cls]
+    if cls.parse(example.to_query()) != example:  # the shell's parser accepts the example, unchanged
+        raise SystemExit(f"example of {cls.__name__} does not survive a parse")
+    rows = field_table(cls)
+    rows = [rows[0].replace("JSON name", "parameter"), *rows[1:]]
+    return [
+        f"- query parameters of {', '.join(f'`{r.method} {path_of(r)}`' for r in ROUTES if r.query is cls)}",
+        f"- at most {cls.CAP} characters of `name=value` pairs joined by `&`, percent-encoded UTF-8; integers in",
+        "  plain decimal digits. Refused with the codes a body's fields get: an unknown or repeated parameter",
+        f"  ({answer('wire.unknown_field')}, {answer('wire.duplicate_key')}), a value outside its rules.",
+        "",
+        *rows,
+        "",
+        "Example: `?" + example.to_query() + "`",
+    ]
 
 
 # -- ql3w ----------------------------------------------------------------------------------------
@@ -623,8 +677,10 @@ def render() -> str:
         "",
         "## Rules for every body",
         "",
-        "- `Content-Type: application/json`, UTF-8. Anything else is refused before parsing",
-        f"  ({answer('request.unsupported_media_type')}).",
+        "- `Content-Type: application/json`, UTF-8: the one parameter allowed is `charset=utf-8` (names and",
+        "  values in any case). Anything else, and any `Content-Encoding` but `identity` (gzip, deflate, br…),",
+        f"  is refused before a byte of the body is read ({answer('request.unsupported_media_type')}): the",
+        "  shell never decodes a body, so the byte caps and the `ql3w` body hash are over the bytes sent.",
         f"- The byte cap of the message is checked before decoding ({answer('request.too_large')}).",
         "- Refused: a top level that is not an object, duplicate keys at any depth, unknown or missing",
         "  fields, a wrong `schema`, unknown enum values, integers outside"
@@ -665,6 +721,8 @@ def render() -> str:
             out += [*route_table(routes), ""]
             if any(PHASE_PATTERN in r.path for r in routes):
                 out += ["`{phase}` is one of " + ", ".join(code(p) for p in PHASES) + ".", ""]
+        for query in dict.fromkeys(r.query for r in routes if r.query is not None):
+            out += [f"### {query.__name__}", "", doc(query), "", *query_text(query), ""]
         for cls in messages:
             out += [
                 f"### {cls.__name__}",
@@ -691,7 +749,9 @@ def render() -> str:
         "`not_found`, and the policy fence's `approval_required` is the code `approval_required`. A missing",
         "object and one of another Project or Worker look the same. A signed Worker route is every Worker",
         "route but session open; `qinglong.wire.errors.ERRORS` is the table, and the OpenAPI document lists",
-        "under each route the statuses and codes it can answer.",
+        "under each route the statuses and codes it can answer (and, under `components.responses`, those",
+        "no route answers). A request that does not parse, or whose head is over the listener's budget, is",
+        "answered and its connection closed.",
         "",
         *error_table(),
         "",

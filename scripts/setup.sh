@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   postgresql-15 postgresql-15-pgtap postgresql-15-cron postgresql-15-plpgsql-check
   sqitch libdbd-pg-perl libtap-parser-sourcehandler-pgtap-perl
-  python3 python3-venv util-linux curl openssl jq systemd
+  python3 python3-venv util-linux curl openssl jq systemd pgbouncer
 )
 
 missing=()

@@ -1,6 +1,7 @@
 """The pg_cron schedule change (ql/converge_schedule) on a real PostgreSQL 15 with pg_cron 1.4: where
 pg_cron serves the database, `sqitch deploy` creates exactly one job that runs `CALL ql_api.converge()`
-as ql_scheduler every minute, and a real job run cancels a queued Run that carries a cancel intent;
+as ql_scheduler every minute, and a real job run cancels a queued Run that carries a cancel intent and,
+in the same cycle, enqueues the due fire time of a task scheduled every minute (ql_api.schedule_fire_v1);
 where pg_cron serves another database the change deploys and verifies cleanly without a job; and
 `sqitch revert` removes the job.
 
@@ -60,6 +61,17 @@ def cron_jobs(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return conn.execute(
         "select jobname, schedule, command, database, username, active from cron.job order by jobid"
     ).fetchall()
+
+
+def schedule_every_minute(conn: psycopg.Connection[Any]) -> tuple[Any, int]:
+    """A task scheduled `* * * * *` through the operator functions; its id and first fire time (ms)."""
+    project = one(conn, "select ql_api.project_create_v1('cron-scheduled') ->> 'projectId'")
+    task = one(
+        conn, "select ql_api.task_create_v1(%s, 'every-minute', '{\"argv\": [\"true\"]}') ->> 'taskId'", (project,)
+    )
+    result = one(conn, "select ql_api.task_schedule_set_v1(%s, 'every-minute', '* * * * *', 'UTC')", (project,))
+    assert result["status"] == "set", result
+    return task, result["nextFireAtMs"]
 
 
 def queue_cancelled_run(conn: psycopg.Connection[Any]) -> Any:
@@ -123,13 +135,15 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         assert cron_jobs(conn) == [(JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True)]
         job_id = one(conn, "select jobid from cron.job where jobname = %s", (JOB,))
         run = queue_cancelled_run(conn)
+        scheduled_task, fire_at_ms = schedule_every_minute(conn)
         queued_at: datetime = one(conn, "select clock_timestamp()")
         assert one(conn, "select status::text from ql.runs where id = %s", (run,)) == "queued"
 
-        # -- a real job run converges the Run ---------------------------------------------------
+        # -- a real job run converges the Run and fires the schedule ------------------------------
         started = time.monotonic()
         details: list[tuple[Any, ...]] = []
         status = "queued"
+        fired: list[tuple[Any, ...]] = []
         while True:
             details = conn.execute(
                 "select runid, status, return_message, start_time, end_time from cron.job_run_details"
@@ -137,15 +151,18 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
                 (job_id,),
             ).fetchall()
             status = one(conn, "select status::text from ql.runs where id = %s", (run,))
+            fired = conn.execute(
+                "select fire_at_ms, outcome, run_id from ql.schedule_fires where task_id = %s", (scheduled_task,)
+            ).fetchall()
             failed = [d for d in details if d[1] == "failed"]
             assert not failed, f"pg_cron job failed: {failed}\n--- cluster log:\n{log_tail(cluster)}"
             done = [d for d in details if d[1] == "succeeded" and d[3] is not None and d[3] >= queued_at]
-            if done and status == "cancelled":
+            if done and status == "cancelled" and fired:
                 break
             if time.monotonic() - started > WAIT_S:
                 raise AssertionError(
-                    f"no succeeded pg_cron run cancelled the Run within {WAIT_S:.0f} s: run {status}, "
-                    f"job runs {details}\n--- cluster log:\n{log_tail(cluster)}"
+                    f"no succeeded pg_cron run cancelled the Run and fired the schedule within {WAIT_S:.0f} s: "
+                    f"run {status}, fires {fired}, job runs {details}\n--- cluster log:\n{log_tail(cluster)}"
                 )
             time.sleep(POLL_S)
         waited = time.monotonic() - started
@@ -165,6 +182,19 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         ], events
         assert conn.execute("select version, event_sequence from ql.runs where id = %s", (run,)).fetchone() == (4, 3)
 
+        # The scheduled task's first fire time became exactly one queued Run, by the system, naming that fire time.
+        assert [(f[0], f[1]) for f in fired] == [(fire_at_ms, "enqueued")], fired
+        scheduled = conn.execute(
+            "select r.id, r.status::text, e.type, e.actor_kind::text, (e.payload ->> 'scheduledFireAtMs')::bigint"
+            " from ql.runs r join ql.run_events e on e.run_id = r.id where r.task_id = %s",
+            (scheduled_task,),
+        ).fetchall()
+        assert scheduled == [(fired[0][2], "queued", "run.queued", "system", fire_at_ms)], scheduled
+        assert (
+            one(conn, "select next_fire_at_ms from ql.task_schedules where task_id = %s", (scheduled_task,))
+            > fire_at_ms
+        )
+
     # -- pg_cron serves another database: deploys and verifies cleanly, no job -------------------
     sqitch("deploy", "--quiet", cluster.sqitch_target(OTHER_DB))
     sqitch("verify", cluster.sqitch_target(OTHER_DB))
@@ -177,8 +207,9 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
     sqitch("verify", cluster.sqitch_target(CRON_DB))
 
     # -- revert removes the job (and is harmless where there is none) ----------------------------
-    sqitch("revert", "--to", "ql_api/converge", "-y", cluster.sqitch_target(CRON_DB))
-    sqitch("revert", "--to", "ql_api/converge", "-y", cluster.sqitch_target(OTHER_DB))
+    # converge was reworked after @v0.1.0: name the instance whose job the later change created.
+    sqitch("revert", "--to", "ql_api/converge@v0.1.0", "-y", cluster.sqitch_target(CRON_DB))
+    sqitch("revert", "--to", "ql_api/converge@v0.1.0", "-y", cluster.sqitch_target(OTHER_DB))
     with psycopg.connect(cluster.dsn(CRON_DB), autocommit=True) as conn:
         assert cron_jobs(conn) == []
         assert one(conn, "select count(*) from pg_extension where extname = 'pg_cron'") == 1

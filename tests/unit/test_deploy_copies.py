@@ -102,7 +102,7 @@ def test_a_reworked_revert_restores_the_tagged_body_and_never_drops() -> None:
         assert previous != current, f"{change}: reworked without a change"
         assert not re.search(r"^drop ", revert, re.M), f"{change}: same signature, so nothing is dropped"
         assert re.search(
-            r"^revoke all on function .* from public, ql_runtime, ql_scheduler, ql_readonly;$", revert, re.M
+            r"^revoke all on (function|procedure) .* from public, ql_runtime, ql_scheduler, ql_readonly;$", revert, re.M
         )
     assert "empty_token" not in (PROJECT / "revert" / f"{REWORKED}.sql").read_text()
 

@@ -8,8 +8,10 @@ shell's user API (--api, --token-file, --ca), files it is pointed at, local proc
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.db import sqitch
+from qinglong.wire.common import RUN_STATUSES
+from qinglong.wire.specs import BEARER_TOKEN_PATTERN
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -63,6 +67,10 @@ def _api(args: argparse.Namespace) -> Any:
     token = os.environ.get("QINGLONG_TOKEN") or (args.token_file.read_text().strip() if args.token_file else "")
     if not args.api or not token or not args.ca:
         raise Failure("the user API needs --api, --ca and --token-file (or QINGLONG_TOKEN)")
+    if not re.fullmatch(BEARER_TOKEN_PATTERN, token):
+        raise Failure(
+            "the token (--token-file or QINGLONG_TOKEN) is not a bearer token: 16 to 512 of A-Z a-z 0-9 . _ ~ + / -"
+        )
     return UserApi(args.api.rstrip("/"), token, args.ca)
 
 
@@ -187,8 +195,53 @@ def cmd_task_create(args: argparse.Namespace) -> int:
         if any(len(p) != 2 or not p[0] for p in pairs):
             raise Failure("--env takes NAME=VALUE")
         plan["env"] = dict(pairs)
-    result = _admin(args, "task_create_v1", args.project, args.name, plan)
+    if args.schedule is None and (args.timezone is not None or args.overlap is not None):
+        raise Failure("--timezone and --overlap go with --schedule")
+
+    def create(tx: Any) -> dict[str, Any]:  # the task and its schedule commit together
+        created: dict[str, Any] = tx.call("task_create_v1", args.project, args.name, plan)
+        if args.schedule is not None:
+            tx.call("task_schedule_set_v1", args.project, args.name, args.schedule, args.timezone or "UTC",
+                    args.overlap or "skip")  # fmt: skip
+            created["schedule"] = tx.call("task_schedule_show_v1", args.project, args.name, 5)
+        return created
+
+    result = _admin_transaction(args, create)
     print(f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})")
+    if "schedule" in result:
+        print("\n".join(_schedule_lines(f"task {args.name}: schedule set:", result["schedule"])))
+    return 0
+
+
+def _schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
+    """A schedule as task_schedule_show_v1 answers it: the definition, the next and the last fire times (local)."""
+    lines = [f"{heading} {shown['cron']!r} {shown['timezone']}, overlap {shown['overlap']}"]
+    lines += [f"  next  {n['local']}" for n in shown["next"]]
+    for f in shown["last"]:
+        what = {
+            "enqueued": f"run {f['runId']}",
+            "skipped_overlap": f"while run {f['blockingRunId']} was not terminal",
+            "skipped_inactive": "the project is archived or the task has no revision",
+        }[f["outcome"]]
+        lines.append(f"  last  {f['local']}  {f['outcome']}  {what}{'  (caught up)' if f['caughtUp'] else ''}")
+    return lines
+
+
+def cmd_task_schedule(args: argparse.Namespace) -> int:
+    def body(tx: Any) -> dict[str, Any]:  # a change and the schedule it leaves, in one transaction
+        changed: dict[str, Any] = {}
+        if not args.show:
+            changed = tx.call("task_schedule_set_v1", args.project, args.name, args.cron, args.timezone, args.overlap)
+        return {"changed": changed, "shown": tx.call("task_schedule_show_v1", args.project, args.name, args.count)}
+
+    result = _admin_transaction(args, body)
+    changed, shown = result["changed"], result["shown"]
+    if shown["status"] == "unscheduled":
+        verb = f"schedule {changed['status']}, " if changed else ""
+        print(f"task {args.name}: {verb}no schedule")
+    else:
+        heading = f"task {args.name}: schedule {changed['status']}:" if changed else f"task {args.name}:"
+        print("\n".join(_schedule_lines(heading, shown)))
     return 0
 
 
@@ -212,6 +265,33 @@ def cmd_run_show(args: argparse.Namespace) -> int:
     api = _api(args)
     timeline = _user_call(lambda: api.show(args.project, args.run))
     print(json.dumps(timeline, indent=2) if args.json else render(timeline))
+    return 0
+
+
+def _instant_ms(text: str) -> int:
+    """An ISO 8601 date or date-time as ms since the epoch; one without a UTC offset is UTC."""
+    try:
+        at = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or date-time: {text}") from None
+    at = at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+    return (at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+
+
+def cmd_run_list(args: argparse.Namespace) -> int:
+    from qinglong.cli.timeline import render_runs
+    from qinglong.wire import RunListQuery, WireError
+
+    try:
+        query = RunListQuery(
+            task_id=args.task, status=args.status, since_ms=args.since, until_ms=args.until, limit=args.limit,
+            cursor=args.cursor,
+        )  # fmt: skip
+    except WireError as exc:
+        raise Failure(f"bad filter: {exc.message}") from None
+    api = _api(args)
+    page = _user_call(lambda: api.list_runs(args.project, query.to_query()))
+    print(json.dumps(page, indent=2) if args.json else render_runs(page))
     return 0
 
 
@@ -323,7 +403,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--role", choices=("owner", "admin", "operator", "viewer"), default="operator", help="…as")
     p.set_defaults(handler=cmd_subject_create)
 
-    task = group("task", "tasks and their immutable revisions")
+    task = group("task", "tasks, their immutable revisions and their schedules")
     p = task.add_parser("create", help="create a task, or give it a new revision")
     dsn(p)
     p.add_argument("--project", type=_uuid, required=True)
@@ -333,8 +413,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-backoff-ms", type=int)
     p.add_argument("--pool")
     p.add_argument("--env", action="append", metavar="NAME=VALUE")
+    p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
+    p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
+    p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
     p.add_argument("argv", nargs="+", help="the command, after --")
     p.set_defaults(handler=cmd_task_create)
+    p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
+    dsn(p)
+    p.add_argument("--project", type=_uuid, required=True)
+    p.add_argument("--name", required=True, help="the task's name")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
+    what.add_argument("--clear", action="store_true", help="remove the schedule")
+    what.add_argument("--show", action="store_true", help="print it, its next and its last fire times")
+    p.add_argument("--timezone", default="UTC", help="the IANA time zone the fields are read in (default UTC)")
+    p.add_argument("--overlap", choices=("skip", "allow"), default="skip",
+                   help="skip (default) or allow a fire time while a Run of the task is not terminal")  # fmt: skip
+    p.add_argument("--count", type=_positive, default=5, help="how many next and last fire times to print (1..100)")
+    p.set_defaults(handler=cmd_task_schedule)
 
     run = group("run", "Runs, through the user API")
     p = run.add_parser("enqueue", help="queue a Run of a task")
@@ -350,6 +446,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=_uuid, required=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_run_show)
+    p = run.add_parser("list", help="a project's Runs, newest first, one page at a time")
+    api(p)
+    p.add_argument("--task", type=_uuid, help="only this task's Runs")
+    p.add_argument("--status", choices=RUN_STATUSES, help="only Runs in this status")
+    p.add_argument("--since", type=_instant_ms, metavar="ISO", help="created at or after (no offset: UTC)")
+    p.add_argument("--until", type=_instant_ms, metavar="ISO", help="created before (no offset: UTC)")
+    p.add_argument("--limit", type=_positive, help="Runs per page, at most 100 (default 50)")
+    p.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    p.add_argument("--json", action="store_true", help="the page as one JSON document (qinglong/run-list@v1)")
+    p.set_defaults(handler=cmd_run_list)
 
     p = groups.add_parser("converge", help="one convergence cycle (what pg_cron runs every minute)")
     dsn(p)

@@ -43,7 +43,8 @@ class Transaction:
         assert row is not None and isinstance(row[0], dict)
         result: dict[str, Any] = row[0]
         if result.get("status") in ("invalid", "not_found", "fenced"):
-            raise Refused(f"{function}: {result['status']} ({result.get('reason')})")
+            detail = f": {result['detail']}" if result.get("detail") else ""
+            raise Refused(f"{function}: {result['status']} ({result.get('reason')}){detail}")
         return result
 
 

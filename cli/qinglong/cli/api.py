@@ -1,4 +1,4 @@
-"""The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show a Run.
+"""The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show a Run, list Runs.
 It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
 Touches the network (one request per call) and reads the CA and token files it is given.
 """
@@ -75,6 +75,10 @@ class UserApi:
 
     def show(self, project_id: str, run_id: str) -> dict[str, Any]:
         return self.request("GET", f"/api/v3/projects/{project_id}/runs/{run_id}")[1]
+
+    def list_runs(self, project_id: str, query: str) -> dict[str, Any]:
+        """One page of the run history; `query` is a RunListQuery's query string (qinglong.wire)."""
+        return self.request("GET", f"/api/v3/projects/{project_id}/runs" + (f"?{query}" if query else ""))[1]
 
 
 def token_digest(token: str) -> bytes:

@@ -1,4 +1,5 @@
-"""Render a Run's timeline (qinglong/run-timeline@v1) as a plain-text table. Touches nothing."""
+"""Render a Run's timeline (qinglong/run-timeline@v1) and a page of the run history (qinglong/run-list@v1) as
+plain-text tables. Touches nothing."""
 
 from __future__ import annotations
 
@@ -24,4 +25,27 @@ def render(timeline: Mapping[str, Any], title: str = "") -> str:
     lines = [head.strip()]
     for r in rows:
         lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:4])) + "  " + r[4])
+    return "\n".join(lines)
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def render_runs(page: Mapping[str, Any]) -> str:
+    """One row per Run (times in UTC), then the cursor of the next page, or that this was the last."""
+    rows = [("run", "status", "task", "attempts", "created (UTC)", "started (UTC)", "ended (UTC)", "exit", "cancel")]
+    for r in page["runs"]:
+        exit_code, cancel = r["exitCode"], r["cancelReason"]
+        rows.append(
+            (
+                r["runId"], r["status"], r["taskName"], str(r["attemptCount"]), _when(r["createdAtMs"]),
+                _when(r["startedAtMs"]), _when(r["endedAtMs"]), "-" if exit_code is None else str(exit_code),
+                cancel or "-",
+            )
+        )  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
+    cursor = page["nextCursor"]
+    lines.append(f"next page: --cursor {cursor}" if cursor else f"{len(page['runs'])} Runs, the last page")
     return "\n".join(lines)

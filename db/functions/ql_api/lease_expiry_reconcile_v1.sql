@@ -8,7 +8,8 @@
 --   The Worker stops its process at its own conservative local expiry (docs/architecture.md §7), so after
 --   expiry + grace no process of that Attempt can still run.
 -- Step 2 (Runs, at most p_limit): a lost Run without a cancel intent → retry_wait (backoff) or failed
---   when maxAttempts is spent (ql.retry_decision); a due retry_wait Run without an intent → queued.
+--   when maxAttempts is spent (ql.retry_decision); a due retry_wait Run without an intent → queued
+--   (ql.run_requeue, the one path of that move: a pull of the Run's pool makes it too, at the retry time).
 --   A Run with a cancel intent is left to convergence: an intent always wins over a retry.
 -- Every candidate is skipped, never waited for, when another transaction holds it.
 -- Lock order: Attempt advisory lock (TRY) → run (FOR NO KEY UPDATE SKIP LOCKED) → attempt → lease;
@@ -103,10 +104,7 @@ begin
         v_now, 'run.after_lost:' || v_run.id::text || ':' || v_run.attempt_count::text);
       if v_decision.status = 'retry_wait' then v_retry := v_retry + 1; else v_failed := v_failed + 1; end if;
     else
-      perform ql.run_event(v_run.id, 'queued', 'run.requeued', 'reconciler', null, null,
-        jsonb_build_object('attemptCount', v_run.attempt_count), v_now,
-        'run.requeued:' || v_run.id::text || ':' || v_run.attempt_count::text);
-      update ql.runs r set queued_at_ms = v_now, retry_at_ms = null where r.id = v_run.id;
+      perform ql.run_requeue(v_run, 'reconciler', v_now);
       v_requeued := v_requeued + 1;
     end if;
   end loop;

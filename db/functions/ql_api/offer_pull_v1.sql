@@ -1,4 +1,12 @@
--- ql_api.offer_pull_v1: offer the oldest queued Run of the Worker's pool (qinglong/remote-offer@v1).
+-- ql_api.offer_pull_v1: offer the oldest offerable Run of the Worker's pool (qinglong/remote-offer@v1).
+-- Offerable: no Attempt holds it, no cancel intent, and either queued or in retry_wait with its retry
+-- time reached; oldest by the time it became offerable ((queued_at_ms, id), or (retry_at_ms, id) for a
+-- retry), so a due retry is offered at its retry time, in its turn, without waiting for convergence.
+-- Two bounded index probes: the oldest due retry (ql.runs_retry_offerable_idx), then the oldest queued
+-- Run older than it (ql.runs_offerable_idx); the older of the two is claimed. A due retry is first
+-- moved to queued by ql.run_requeue (event run.requeued, actor system), the same move convergence
+-- makes for a due retry no pull took first. A retry that loses to an older queued Run stays locked
+-- until this transaction ends (a concurrent pull skips it meanwhile) and is otherwise untouched.
 -- Creates the Attempt (claimed), its Lease (generation = attempt number, version 1, the token's
 -- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK.
 -- The shell makes the raw token and passes only its digest; the token never reaches the database.
@@ -10,8 +18,9 @@
 -- digest moved to this request's (the first token never arrived) and offeredAtMs = now, so the time
 -- left is what remains; otherwise {"status":"empty","reason":"pull_spent"}. NULL: no replay.
 -- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) →
---   run (FOR UPDATE SKIP LOCKED; the offerable predicate lives on the run row, so a pull racing a
---   commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
+--   runs (FOR UPDATE SKIP LOCKED: the oldest due retry, then the oldest older queued Run; never waits,
+--   so the two row locks cannot deadlock; the offerable predicate lives on the run row, so a pull racing
+--   a commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
 --   Attempt → attempt → lease (the order of ql.attempt_fence, which takes the session FOR KEY SHARE:
 --   no conflict with this session lock).
 -- Returns {"status":"offered","offer":{…,"plan":{…}}}
@@ -37,6 +46,7 @@ declare
   v_pool text;
   v_now bigint;
   v_run ql.runs;
+  v_retry ql.runs;
   v_plan jsonb;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
@@ -82,13 +92,26 @@ begin
       return ql.outcome('empty', 'at_capacity');
     end if;
 
+    v_now := ql.now_ms();
+    select * into v_retry from ql.runs r
+     where r.pool = v_pool and r.status = 'retry_wait' and r.current_attempt_id is null
+       and r.cancel_requested_at_ms is null and r.retry_at_ms <= v_now and r.attempt_count < 100
+     order by r.retry_at_ms, r.id
+     limit 1
+     for update skip locked;
     select * into v_run from ql.runs r
      where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
        and r.cancel_requested_at_ms is null and r.attempt_count < 100
+       and (r.queued_at_ms, r.id) < (coalesce(v_retry.retry_at_ms, 9007199254740992),  -- no due retry: any
+                                     coalesce(v_retry.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
      order by r.queued_at_ms, r.id
      limit 1
      for update skip locked;
-    if v_run.id is null then return ql.outcome('empty', 'no_work'); end if;
+    if v_run.id is null then
+      if v_retry.id is null then return ql.outcome('empty', 'no_work'); end if;
+      v_run := v_retry;
+      perform ql.run_requeue(v_run, 'system', ql.now_ms());
+    end if;
 
     v_now := ql.now_ms();
 
@@ -128,7 +151,8 @@ end;
 $$;
 
 comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) is
-'Claims the oldest offerable Run of the Worker''s pool for this session. Results: offered '
+'Claims the oldest offerable Run of the Worker''s pool for this session (a queued Run, or a retry_wait Run whose '
+'retry time has come, requeued first). Results: offered '
 '(or, for a replayed pull id, the same offer with this request''s token digest) | empty (no_work, at_capacity, '
 'pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, worker_disabled: disabled or '
 're-enrolled). The lease token digest is stored, never returned.';

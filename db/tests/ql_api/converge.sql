@@ -1,11 +1,12 @@
--- Tests ql_api.converge: the one procedure — SECURITY INVOKER without SET (it COMMITs between pages), EXECUTE for
+-- Tests ql_api.converge: the one procedure — SECURITY INVOKER without SET (it COMMITs between pages, three kinds:
+-- cancellation convergence, lease-expiry recovery, the scheduler), EXECUTE for
 -- ql_scheduler only, 22023 on out-of-range bounds (docs/architecture.md §4 item 10). A CALL inside pgTAP's transaction
 -- cannot COMMIT, so here it is shown to fail with 2D000 and leave nothing behind; the committing cycle itself is
 -- exercised for real from pytest (autocommit CALL).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(37);
+select plan(39);
 
 -- ---------------------------------------------------------------------------------------------
 -- Structure: a procedure that runs as its caller, with no SET clause, callable by the scheduler role only.
@@ -37,17 +38,21 @@ select is(array(select pg_get_userbyid(x.grantee)::text
                  where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure and x.privilege_type = 'EXECUTE'
                  order by 1),
   array['ql_owner', 'ql_scheduler'], 'EXECUTE on converge is held by exactly its owner and ql_scheduler');
--- SECURITY INVOKER: the page functions run with the caller's right to call them, so the scheduler needs both.
+-- SECURITY INVOKER: the page functions run with the caller's right to call them, so the scheduler needs all three.
 select ok(has_function_privilege('ql_scheduler', 'ql_api.run_cancellation_converge_v1(integer)', 'execute')
-          and has_function_privilege('ql_scheduler', 'ql_api.lease_expiry_reconcile_v1(integer, bigint)', 'execute'),
-  'as an invoker''s procedure, converge needs the scheduler to hold EXECUTE on both page functions, and it does');
+          and has_function_privilege('ql_scheduler', 'ql_api.lease_expiry_reconcile_v1(integer, bigint)', 'execute')
+          and has_function_privilege('ql_scheduler', 'ql_api.schedule_fire_v1(integer)', 'execute'),
+  'as an invoker''s procedure, converge needs the scheduler to hold EXECUTE on its three page functions, and it does');
 select ok((select p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'] from pg_proc p
             where p.oid = 'ql_api.run_cancellation_converge_v1(integer)'::regprocedure)
           and (select p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'] from pg_proc p
-            where p.oid = 'ql_api.lease_expiry_reconcile_v1(integer, bigint)'::regprocedure),
-  'the two page functions it calls are SECURITY DEFINER with a pinned search_path: all writing happens there');
+            where p.oid = 'ql_api.lease_expiry_reconcile_v1(integer, bigint)'::regprocedure)
+          and (select p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'] from pg_proc p
+            where p.oid = 'ql_api.schedule_fire_v1(integer)'::regprocedure),
+  'the three page functions it calls are SECURITY DEFINER with a pinned search_path: all writing happens there');
 select ok((select p.prosrc ~ 'ql_api\.run_cancellation_converge_v1\(' and p.prosrc ~ 'ql_api\.lease_expiry_reconcile_v1\('
-                  and p.prosrc !~ '[^.]\m(run_cancellation_converge_v1|lease_expiry_reconcile_v1)\('
+                  and p.prosrc ~ 'ql_api\.schedule_fire_v1\('
+                  and p.prosrc !~ '[^.]\m(run_cancellation_converge_v1|lease_expiry_reconcile_v1|schedule_fire_v1)\('
              from pg_proc p where p.oid = 'ql_api.converge(integer, integer, bigint)'::regprocedure),
   'without a search_path of its own, converge calls the page functions by schema-qualified name only');
 set local role ql_runtime;
@@ -67,7 +72,13 @@ set local role ql_runtime;
 select o, o ->> 'attemptId' as a from pg_temp.offer_at(:'w', 'claimed') o \gset claim_
 reset role;
 select pg_temp.age_attempt(:'claim_o', 60000);
-select pg_temp.state() as before \gset
+-- and a schedule due since a minute ago (the scheduler page would enqueue it).
+select pg_temp.mk_revision(pg_temp.mk_project()) as sched_rev \gset
+select r.task_id as sched_task from ql.task_execution_revisions r where r.id = :'sched_rev' \gset
+insert into ql.task_schedules (task_id, project_id, cron, timezone, overlap, next_fire_at_ms, created_at_ms, updated_at_ms)
+select t.id, t.project_id, '* * * * *', 'UTC', 'skip', ql.now_ms() - 60000, ql.now_ms(), ql.now_ms()
+  from ql.tasks t where t.id = :'sched_task';
+select pg_temp.state() || (select string_agg(s::text, ',') from ql.task_schedules s) as before \gset
 
 -- Out-of-range bounds: 22023 before any page runs.
 set local role ql_scheduler;
@@ -101,7 +112,7 @@ select throws_ok('call ql_api.converge(64, 16, null)', '22023',
 select throws_ok('call ql_api.converge(-2147483648, -2147483648, -9223372036854775808)', '22023', null,
   'the most negative bounds are refused with 22023, not an overflow');
 reset role;
-select is(pg_temp.state(), :'before', 'out-of-range bounds raise before any page: nothing changed');
+select is(pg_temp.state() || (select string_agg(s::text, ',') from ql.task_schedules s), :'before', 'out-of-range bounds raise before any page: nothing changed');
 
 -- ---------------------------------------------------------------------------------------------
 -- Inside a transaction block the first COMMIT fails (2D000), and the page it followed is rolled back.
@@ -113,18 +124,21 @@ select throws_ok('call ql_api.converge(1, 1, 0)', '2D000', 'invalid transaction 
 select throws_ok('call ql_api.converge(128, 64, 86400000)', '2D000', 'invalid transaction termination',
   'the largest bounds (128, 64, 86400000) pass the bounds check and reach the COMMIT');
 reset role;
-select is(pg_temp.state(), :'before',
+select is(pg_temp.state() || (select string_agg(s::text, ',') from ql.task_schedules s), :'before',
   'a CALL that cannot COMMIT leaves nothing behind: the first page''s cancellation is rolled back with it');
 select results_eq(format($$select r.status::text, r.cancel_reason::text from ql.runs r where r.id = %L$$, :'cancel_run'),
   $$values ('queued'::text, 'user'::text)$$,
   'the Run with an intent is still queued with its intent, for the next (autocommit) cycle');
 select is((select a.status::text from ql.run_attempts a where a.id = :'claim_a'), 'claimed',
   'the expired claim is still claimed, for the next (autocommit) cycle');
+select is((select count(*)::int from ql.schedule_fires f where f.task_id = :'sched_task'), 0,
+  'the due schedule is still unhandled, for the next (autocommit) cycle');
 
 -- The same pages called directly (as a cycle would, without the COMMITs) do the work: the refusals above
 -- were the transaction block, not the absence of work.
 set local role ql_scheduler;
 select ql_api.run_cancellation_converge_v1(64) as page_c, ql_api.lease_expiry_reconcile_v1(64, 30000) as page_l \gset
+select ql_api.schedule_fire_v1(64) as page_s \gset
 reset role;
 select is(:'page_c'::jsonb, jsonb_build_object('status', 'ok', 'scanned', 1, 'converged', 1, 'blocked', 0,
                                                'convergedRunIds', jsonb_build_array(:'cancel_run'), 'blockedRunIds', '[]'::jsonb),
@@ -135,6 +149,8 @@ select is((select r.status::text from ql.runs r where r.id = :'cancel_run'), 'ca
   'the Run with the intent is cancelled by the page');
 select is((select a.status::text from ql.run_attempts a where a.id = :'claim_a'), 'abandoned',
   'the expired claim is abandoned by the page');
+select is(:'page_s'::jsonb, '{"status": "ok", "scanned": 1, "enqueued": 1, "skipped": 0, "duplicates": 0}'::jsonb,
+  'the scheduler page a cycle ends with enqueues the due schedule''s fire time');
 
 select * from finish();
 rollback;

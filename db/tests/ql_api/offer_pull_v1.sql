@@ -1,7 +1,7 @@
 -- Tests ql_api.offer_pull_v1: offered (shape, rows, events, token digest only), oldest-first, pool, cancel intent, empty, invalid, fences; structure and grants.
 begin;
 \ir ../fixtures.psql
-select plan(84);
+select plan(97);
 
 -- Structure: one SECURITY DEFINER function, executable by the runtime role and nobody else.
 select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
@@ -310,6 +310,7 @@ select is(pg_temp.state(), :'before', 'the old generation''s pull changes nothin
 select pg_temp.mk_worker('replay-pool') as wr \gset
 select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), '{"argv": ["true"], "pool": "replay-pool"}')) as rr1 \gset
 select pg_temp.mk_run(pg_temp.mk_revision(pg_temp.mk_project(), '{"argv": ["true"], "pool": "replay-pool"}')) as rr2 \gset
+update ql.runs set queued_at_ms = queued_at_ms - 1000 where id = :'rr1';  -- rr1 first, even within one ms
 select gen_random_uuid() as pid \gset
 set local role ql_runtime;
 select pg_temp.open_session(:'wr') as sr \gset
@@ -348,6 +349,81 @@ set local role ql_runtime;
 select is(ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r4'), gen_random_uuid()) -> 'offer' ->> 'runId', :'rr2',
   'a new pull id claims the next Run');
 reset role;
+
+-- 13. A retry is offered at its retry time by the pull itself (no convergence): not before, in its turn among
+-- the queued Runs by the time each became offerable, moved to queued by ql.run_requeue (one run.requeued by
+-- actor system, then the claim), never with a cancel intent.
+select pg_temp.mk_project() as rt_project \gset
+select pg_temp.mk_revision(:'rt_project', '{"argv": ["false"], "maxAttempts": 3, "retryBackoffMs": 60000, "pool": "rt-pool"}') as rt_rev \gset
+select pg_temp.mk_run(:'rt_rev') as rt_run \gset
+select pg_temp.mk_worker('rt-pool') as rt_w \gset
+set local role ql_runtime;
+select pg_temp.offer_at(:'rt_w', 'running') as rt_o1 \gset
+select (:'rt_o1'::jsonb ->> 'sessionId')::uuid as rt_s \gset
+select pg_temp.complete(:'rt_w', :'rt_s', :'rt_o1', 1, 1) ->> 'runStatus' as rt_end \gset
+reset role;
+select is(:'rt_end'::text, 'retry_wait', 'setup: the failed first Attempt leaves the Run in retry_wait for 60 s');
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t')), '{"status": "empty", "reason": "no_work"}'::jsonb,
+  'a retry not yet due is not offered: no_work');
+reset role;
+select is(pg_temp.state(), :'before', 'the pull before the retry time changes nothing');
+
+-- Due now (the retry time moved into the past), with a queued Run queued after it and one queued before it.
+select pg_temp.mk_run(:'rt_rev') as rt_before, pg_temp.mk_run(:'rt_rev') as rt_after, ql.now_ms() as rt_t \gset
+update ql.runs set retry_at_ms = :rt_t - 5000 where id = :'rt_run';
+update ql.runs set queued_at_ms = :rt_t - 9000 where id = :'rt_before';
+update ql.runs set queued_at_ms = :rt_t - 1000 where id = :'rt_after';
+select r.version as rt_version, r.event_sequence as rt_seq from ql.runs r where r.id = :'rt_run' \gset
+set local role ql_runtime;
+select ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t1')) -> 'offer' as rt_p1 \gset
+reset role;
+select is(:'rt_p1'::jsonb ->> 'runId', :'rt_before', 'a Run queued before the retry time is offered first');
+set local role ql_runtime;
+select ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t2')) -> 'offer' as rt_p2 \gset
+reset role;
+select is(array[:'rt_p2'::jsonb ->> 'runId', :'rt_p2'::jsonb ->> 'attemptNo', :'rt_p2'::jsonb ->> 'leaseGeneration'],
+  array[:'rt_run', '2', '2'],
+  'then the due retry, before the Run queued after its retry time: Attempt 2, lease generation 2');
+select results_eq(
+  format($$select e.sequence, e.type, e.actor_kind::text, e.payload from ql.run_events e
+            where e.run_id = %L and e.sequence > %s order by e.sequence$$, :'rt_run', :rt_seq),
+  format($$values (%s::bigint, 'run.requeued'::text, 'system'::text, '{"attemptCount": 1}'::jsonb),
+                  (%s::bigint, 'attempt.claimed', 'worker', %L::jsonb)$$,
+         :rt_seq + 1, :rt_seq + 2,
+         jsonb_build_object('attemptNo', 2, 'workerId', :'rt_w', 'offerId', :'rt_p2'::jsonb ->> 'offerId',
+                            'offerExpiresAtMs', (:'rt_p2'::jsonb ->> 'offerExpiresAtMs')::bigint)),
+  'the pull wrote run.requeued (actor system, the Attempts spent) and then attempt.claimed, at contiguous sequences');
+select results_eq(
+  format($$select r.status::text, r.retry_at_ms::bigint, r.queued_at_ms = e.occurred_at_ms, r.version, r.attempt_count,
+                  r.current_attempt_id = (%L::jsonb ->> 'attemptId')::uuid
+             from ql.runs r join ql.run_events e on e.run_id = r.id and e.type = 'run.requeued' where r.id = %L$$,
+         :'rt_p2', :'rt_run'),
+  format($$values ('queued'::text, null::bigint, true, %s::bigint, 2, true)$$, :rt_version + 2),
+  'the Run is queued and claimed: retry time cleared, queued at the requeue''s database time, two versions more');
+select ok(pg_temp.stream_ok(:'rt_run'), 'the retried Run''s stream stays contiguous with its version');
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t3')) -> 'offer' ->> 'runId', :'rt_after',
+  'the Run queued after the retry time comes last');
+reset role;
+set local role ql_scheduler;
+select is(ql_api.lease_expiry_reconcile_v1(16, 0) ->> 'requeued', '0', 'convergence finds nothing left to requeue');
+reset role;
+
+-- A due retry with a cancel intent is never offered (convergence ends it).
+set local role ql_runtime;
+select pg_temp.activate('start_failure', :'rt_w', :'rt_s', :'rt_p2', 'token-t2', 'spawn.enoent') -> 'snapshot' ->> 'runStatus' as rt_again \gset
+reset role;
+select is(:'rt_again'::text, 'retry_wait', 'setup: the second Attempt''s start failure schedules another retry');
+update ql.runs set retry_at_ms = ql.now_ms() - 1000 where id = :'rt_run';
+select ql.run_cancel_intent(:'rt_run', 'user', 'user', null, ql.now_ms()) as rt_cancel_seq \gset
+select pg_temp.state() as before \gset
+set local role ql_runtime;
+select is(ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t4')), '{"status": "empty", "reason": "no_work"}'::jsonb,
+  'a due retry with a cancel intent is not offered: an intent always wins over a retry');
+reset role;
+select is(pg_temp.state(), :'before', 'that pull changed nothing');
 
 select * from finish();
 rollback;

@@ -1,10 +1,12 @@
 -- Tests ql_api.request_admission_v1: authentication by token digest, the policy decision for every role and
--- permission, every deny reason, agent approval, the durable audit row of every decision (docs/architecture.md §4 item 11,
--- §6, §8; seed ADR-0118 §6: admission and audit before the body is read), and invalid arguments (nothing audited).
+-- permission, every deny reason, agent approval, the durable audit row of every decision about an active subject
+-- (docs/architecture.md §4 item 11, §6, §8; seed ADR-0118 §6: admission and audit before the body is read), an
+-- unknown token or a disabled subject refused with no write at all, floods included (decision 0006), and invalid
+-- arguments (nothing audited).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(113);
+select plan(129);
 
 -- The same plus every audit row.
 create function pg_temp.astate() returns text language sql
@@ -13,6 +15,11 @@ return concat_ws(E'\n', pg_temp.pstate(),
 
 create function pg_temp.audit_count() returns bigint language sql
 return (select count(*) from ql.security_audit);
+
+-- Tuples of schema ql this transaction inserted, updated or deleted so far (a rolled-back write included).
+create function pg_temp.writes() returns bigint language sql
+return (select coalesce(sum(t.n_tup_ins + t.n_tup_upd + t.n_tup_del), 0)::bigint
+          from pg_stat_xact_user_tables t where t.schemaname = 'ql');
 
 -- The route the shell names for a permission.
 create function pg_temp.route_of(p_permission text) returns text language sql immutable
@@ -55,6 +62,23 @@ begin
     p_case || ': one audit row records the exact subject, route, project, permission, decision, reason and request id');
   return next is(pg_temp.audit_count(), p_audits_before + 1, p_case || ': exactly one new audit row in all');
   return next is(pg_temp.pstate(), p_state_before, p_case || ': and nothing else changes');
+end $$;
+
+-- Four assertions for one unauthenticated refusal (decision 0006): the exact answer, auditId the nil uuid, no audit
+-- row with its request id, not one tuple of schema ql written, nothing changed.
+create function pg_temp.unaudited(p_case text, p_res jsonb, p_writes_before bigint, p_state_before text,
+                                  p_reason text, p_subject uuid, p_kind text, p_request_id text)
+returns setof text language plpgsql as $$
+begin
+  return next is(p_res,
+    jsonb_build_object('decision', 'deny', 'reason', p_reason, 'subjectId', p_subject, 'subjectKind', p_kind,
+                       'projectVersion', null, 'bindingVersion', null,
+                       'auditId', '00000000-0000-0000-0000-000000000000'),
+    p_case || ': answers deny ' || p_reason || ' with the nil uuid as auditId (nothing audited)');
+  return next is((select count(*) from ql.security_audit a where a.request_id = p_request_id), 0::bigint,
+    p_case || ': no audit row');
+  return next is(pg_temp.writes(), p_writes_before, p_case || ': not one tuple of schema ql inserted, updated or deleted');
+  return next is(pg_temp.astate(), p_state_before, p_case || ': and nothing changes');
 end $$;
 
 -- Rows of every table of schema ql whose text shows the needle (a raw token, its hex or its base64).
@@ -178,21 +202,55 @@ select ok((select a.at_ms between :t0 and :t1 from ql.security_audit a where a.r
   'the audit row is stamped with database time read during the call');
 
 -- ---------------------------------------------------------------------------------------------
--- deny auth.unknown_token: no subject, no versions, still audited (with no subject).
-select pg_temp.pstate() as before, pg_temp.audit_count() as n \gset
+-- Unauthenticated (decision 0006): deny auth.unknown_token (no subject) and auth.subject_disabled (the binding would
+-- allow) answer without versions and write nothing at all: no audit row, not one tuple.
+select pg_temp.astate() as before, pg_temp.writes() as w \gset
 set local role ql_runtime;
 select pg_temp.admit('tok-nobody', :'p', 'run.read', 'deny.unknown') as res \gset
 reset role;
-select * from pg_temp.audited('an unknown token', :'res', :n, :'before', 'deny', 'auth.unknown_token', null, null,
-  :'p', 'run.read', 'deny.unknown', null, null);
-
--- deny auth.subject_disabled: the binding would allow, the subject is disabled.
-select pg_temp.pstate() as before, pg_temp.audit_count() as n \gset
+select * from pg_temp.unaudited('an unknown token', :'res', :w, :'before', 'auth.unknown_token', null, null,
+  'deny.unknown');
+set local role ql_runtime;
+select pg_temp.admit('tok-nobody', :'missing', 'run.stop', 'deny.unknown.missing') as res \gset
+reset role;
+select * from pg_temp.unaudited('an unknown token on a missing project', :'res', :w, :'before', 'auth.unknown_token',
+  null, null, 'deny.unknown.missing');
+set local role ql_runtime;
+select pg_temp.admit('', :'p', 'run.start', 'deny.unknown.empty') as res \gset
+reset role;
+select * from pg_temp.unaudited('the empty token''s digest (no subject can hold it)', :'res', :w, :'before',
+  'auth.unknown_token', null, null, 'deny.unknown.empty');
 set local role ql_runtime;
 select pg_temp.admit('tok-disabled', :'p', 'run.read', 'deny.disabled') as res \gset
 reset role;
-select * from pg_temp.audited('a disabled subject', :'res', :n, :'before', 'deny', 'auth.subject_disabled',
-  :'s_disabled', 'user', :'p', 'run.read', 'deny.disabled', null, null);
+select * from pg_temp.unaudited('a disabled subject', :'res', :w, :'before', 'auth.subject_disabled', :'s_disabled',
+  'user', 'deny.disabled');
+set local role ql_runtime;
+select pg_temp.admit('tok-disabled', :'missing', 'run.stop', 'deny.disabled.missing') as res \gset
+reset role;
+select * from pg_temp.unaudited('a disabled subject on a missing project', :'res', :w, :'before',
+  'auth.subject_disabled', :'s_disabled', 'user', 'deny.disabled.missing');
+
+-- A flood: 300 unknown tokens and 300 calls of the disabled subject, every permission, write nothing.
+set local role ql_runtime;
+select count(*) filter (where r ->> 'reason' = 'auth.unknown_token'
+                         and r ->> 'auditId' = '00000000-0000-0000-0000-000000000000') as unknown,
+       count(*) filter (where r ->> 'reason' = 'auth.subject_disabled'
+                         and r ->> 'auditId' = '00000000-0000-0000-0000-000000000000') as disabled
+  from (select pg_temp.admit(case when i % 2 = 0 then 'flood-' || i else 'tok-disabled' end, :'p',
+                             (array['run.read', 'run.start', 'run.stop'])[1 + i % 3], 'flood.' || i) r
+          from generate_series(1, 600) i) f \gset
+reset role;
+select is(array[:unknown, :disabled]::bigint[], array[300, 300]::bigint[],
+  'a flood of 600 unauthenticated calls answers 300 auth.unknown_token and 300 auth.subject_disabled, none audited');
+select is(pg_temp.writes(), :w::bigint, 'the flood writes not one tuple of schema ql');
+select is(pg_temp.astate(), :'before', 'the flood changes nothing (no audit row, no aggregate)');
+
+-- The probe sees writes: one admission of an active subject is exactly one tuple, its audit row.
+set local role ql_runtime;
+select pg_temp.admit('tok-viewer', :'p', 'run.read', 'probe.writes') as res \gset
+reset role;
+select is(pg_temp.writes(), (:w + 1)::bigint, 'an active subject''s admission writes exactly one tuple (the probe sees writes)');
 
 -- deny project.not_found: a missing project, no binding, an inactive binding — indistinguishable.
 select pg_temp.pstate() as before, pg_temp.audit_count() as n \gset
@@ -382,12 +440,12 @@ select is(pg_temp.astate(), :'before', 'all-NULL call is invalid: nothing audite
 -- The bearer token itself appears nowhere in the database (text, hex or base64), only its digest.
 select is(pg_temp.hits(t.tok), 0::bigint, 'the bearer token ' || t.tok || ' appears in no row of schema ql')
   from (values ('tok-owner'), ('tok-operator'), ('tok-agent'), ('tok-nobody')) t(tok);
-select ok(pg_temp.hits('adm-p') > 0 and pg_temp.hits('deny.unknown') > 0,
+select ok(pg_temp.hits('adm-p') > 0 and pg_temp.hits('deny.missing') > 0,
   'the scan does see stored text (a project name, a request id)');
 select is((select count(*) from ql.subjects s where s.token_digest = pg_temp.digest('tok-operator')), 1::bigint,
   'the subject holds only the SHA-256 of its token');
-select is((select count(*) from ql.security_audit a where a.request_id = 'deny.unknown' and a.subject_id is null), 1::bigint,
-  'an unknown token leaves an audit row with no subject (and no trace of the token)');
+select is((select count(*) from ql.security_audit a where a.subject_id is null), 0::bigint,
+  'no audit row without a subject: an unknown token leaves no row (and no trace of the token)');
 
 select * from finish();
 rollback;

@@ -33,14 +33,14 @@ select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
   array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_complete_v1', 'attempt_lease_control_v1',
-        'offer_pull_v1', 'request_admission_v1', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_timeline_v1',
+        'offer_pull_v1', 'request_admission_v1', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_timeline_v1',
         'worker_session_heartbeat_v1', 'worker_session_open_v1'],
   'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
-  array['converge', 'lease_expiry_reconcile_v1', 'run_cancellation_converge_v1'],
-  'ql_scheduler executes exactly converge and its two page functions');
+  array['converge', 'lease_expiry_reconcile_v1', 'run_cancellation_converge_v1', 'schedule_fire_v1'],
+  'ql_scheduler executes exactly converge and its three page functions');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');

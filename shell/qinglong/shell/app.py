@@ -5,9 +5,16 @@ shell.db, and writes structured JSON logs that never hold a token, key, digest o
 Worker routes: mTLS identity (verified at the handshake; SAN worker id = path) → ql3w header (worker
 and session = path) → body ≤ cap → signature → media type → exact parse → bind → one SQL call →
 response contract → 200. Session open is authenticated by the certificate alone.
-User routes: bearer → admission + committed audit row (one SQL call) → only then the body ≤ cap →
-media type → exact parse → bind → one SQL call (SERIALIZABLE where the route says) → contract.
+User routes: bearer (none well-formed: 401 with no SQL call) → admission + committed audit row (one SQL
+call) → only then the body ≤ cap → media type → exact parse → bind → one SQL call (SERIALIZABLE where
+the route says) → contract.
 A refusal names only its stable code; its HTTP status is the code's in qinglong.wire.errors.ERRORS.
+Bodies are exact: `application/json` (at most `charset=utf-8`), never content-encoded, and read as
+received (aiohttp's request decompression is off: HANDLER_ARGS), so the caps and the ql3w body hash
+count the bytes on the wire. What no route answers (an unknown path, another method; and, from
+qinglong.shell.listener, a head aiohttp could not parse) is qinglong/error@v1 too (`unrouted`).
+The query parameters a user route declares (routes.Route.query) are parsed right after admission, by the
+field engine like a body (qinglong.wire.query); a route that declares none ignores its query string.
 """
 
 from __future__ import annotations
@@ -21,29 +28,34 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from qinglong.shell.db import BadProjection, Database, StorageUnavailable
-from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS
+from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
+from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED
 from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.errors import ERRORS
 from qinglong.wire.logline import emit
+from qinglong.wire.query import Query
+from qinglong.wire.specs import BEARER_TOKEN_PATTERN
 
 log = logging.getLogger("qinglong.shell")
 
+HANDLER_ARGS: Final = {"auto_decompress": False}  # aiohttp's per-connection options of every listener
+UNROUTED: Final = "unrouted"  # the route name (metric label, log field) of an answer no route gave
+CLOSING: Final = frozenset({"request.malformed", "request.header_too_large"})  # answered, then the connection closes
 DB: Final = web.AppKey("db", Database)
 SECRET: Final = web.AppKey("cluster_secret", bytes)
 OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database statuses outcome_code maps
-ADMISSION_CODES: Final = {
-    "auth.unknown_token": "auth.unauthenticated",
-    "auth.subject_disabled": "auth.unauthenticated",
-    "project.not_found": "not_found",
-}  # any other deny reason is `denied`
+ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
+UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_BEARER: Final = re.compile(r"Bearer ([A-Za-z0-9._~+/-]{16,512}=*)")
+_BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
+# RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
+_JSON_MEDIA_TYPE: Final = re.compile(r'application/json(?:[ \t]*;[ \t]*charset=(?:utf-8|"utf-8"))?', re.IGNORECASE)
 
 
 class Refusal(Exception):
@@ -57,30 +69,90 @@ class Refusal(Exception):
     def response(self, request_id: str) -> web.Response:
         REFUSALS.labels(self.error.code).inc()
         body = ErrorMessage(code=self.error.code, message=self.message[:200] or self.error.code, request_id=request_id)
-        return web.Response(status=self.error.status, body=body.to_json(), content_type="application/json")
+        response = web.Response(status=self.error.status, body=body.to_json(), content_type="application/json")
+        if self.error.code in CLOSING:  # the request's framing cannot be trusted: nothing after it is read
+            response.force_close()
+        return response
+
+
+class ClientGone(Exception):
+    """The connection went away while the body was read (the client closed it, or a budget such as
+    body_timeout did): there is nobody to answer."""
 
 
 def _log(event: str, **fields: Any) -> None:
     emit(log, logging.INFO, event, **fields)
 
 
+def _log_request(route: str, status: int, **fields: Any) -> None:
+    """The access line of one request. A refusal (4xx) costs an attacker nothing, so its lines are at most one
+    a minute per route and status (`repeated` counts the rest; the metrics count every one)."""
+    key = f"request:{route}:{status}" if 400 <= status < 500 else None
+    emit(log, logging.INFO, "request", key=key, route=route, status=status, **fields)
+
+
+def unrouted(code: str, message: str) -> web.Response:
+    """qinglong/error@v1 for a request no route answered: the router has no route for its path or method,
+    or (qinglong.shell.listener) aiohttp could not parse its head. Counted and logged as route UNROUTED."""
+    request_id = uuid.uuid4().hex
+    response = Refusal(code, message).response(request_id)
+    REQUESTS.labels(UNROUTED, str(response.status)).inc()
+    _log_request(UNROUTED, response.status, code=code, request_id=request_id)
+    return response
+
+
+@web.middleware
+async def _unrouted_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The router's own refusals (no route has this path; the path's routes take other methods) as qinglong/error@v1."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        response = unrouted("request.method_not_allowed", "this path takes other methods (see Allow)")
+        response.headers[hdrs.ALLOW] = exc.headers[hdrs.ALLOW]
+        return response
+    except web.HTTPNotFound:
+        return unrouted("request.unknown_path", "no route has this path")
+
+
 async def _read_capped(request: web.Request, cap: int) -> bytes:
-    """The body, refused (request.too_large) before anything past `cap` is buffered."""
+    """The body as received (never decoded), refused (request.too_large) before anything past `cap` is
+    buffered; a body whose framing breaks is request.malformed, and a connection that goes away while the
+    body is read is ClientGone."""
     if request.content_length is not None and request.content_length > cap:
         raise Refusal("request.too_large", f"body over {cap} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.content.iter_chunked(16384):
-        size += len(chunk)
-        if size > cap:
-            raise Refusal("request.too_large", f"body over {cap} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.content.iter_chunked(16384):
+            size += len(chunk)
+            if size > cap:
+                raise Refusal("request.too_large", f"body over {cap} bytes")
+            chunks.append(chunk)
+    except web.RequestPayloadError:  # aiohttp's parser refused the body's framing (a bad chunk, say)
+        raise Refusal("request.malformed", "the body's framing does not parse") from None
+    except OSError:  # connection_lost: ConnectionResetError, or the TLS error that ended the connection
+        raise ClientGone from None
     return b"".join(chunks)
 
 
 def _require_json(request: web.Request) -> None:
-    if request.content_type != "application/json":
-        raise Refusal("request.unsupported_media_type", "the body must be application/json")
+    """Exactly one Content-Type, `application/json` with no parameter but `charset=utf-8`, and no
+    Content-Encoding but `identity`: refused before a byte of the body is read (or could be decoded)."""
+    types = request.headers.getall(hdrs.CONTENT_TYPE, [])
+    if len(types) != 1 or not _JSON_MEDIA_TYPE.fullmatch(types[0]):
+        raise Refusal("request.unsupported_media_type", "the body must be application/json (at most charset=utf-8)")
+    if any(value.lower() != "identity" for value in request.headers.getall(hdrs.CONTENT_ENCODING, [])):
+        raise Refusal("request.unsupported_media_type", "the body must not be content-encoded")
+
+
+def _parse_query(route: Route, request: web.Request) -> Query | None:
+    """The query parameters the route declares, parsed from the raw query string like a body's fields."""
+    if route.query is None:
+        return None
+    try:
+        return route.query.parse(request.rel_url.raw_query_string)
+    except WireError as exc:
+        raise Refusal(exc.code, exc.message) from None
 
 
 def _check_path_ids(request: web.Request) -> None:
@@ -126,10 +198,27 @@ async def _worker_identity(request: web.Request, route: Route, call: Call) -> by
     return raw
 
 
+def _unauthenticated(request: web.Request, route: Route, reason: str, message: str, **ids: Any) -> Refusal:
+    """A request refused auth.unauthenticated: counted by reason, and logged with its reason and peer address
+    (at most once a minute per reason, with how many were held back), never with its Authorization header."""
+    UNAUTHENTICATED.labels(reason).inc()
+    emit(log, logging.WARNING, "auth.unauthenticated", key=f"unauthenticated:{reason}", reason=reason,
+         peer=request.remote, route=route.name, **ids)  # fmt: skip
+    return Refusal("auth.unauthenticated", message)
+
+
 async def _admit(request: web.Request, route: Route, call: Call, request_id: str) -> None:
-    """Bearer → admission decision + committed audit row, before any byte of the body is read."""
-    m = _BEARER.fullmatch(request.headers.get("Authorization", ""))
-    digest = hashlib.sha256(m[1].encode("ascii") if m else b"").digest()
+    """Bearer → admission decision (+ the committed audit row of an active subject), before any byte of the
+    body is read. Without exactly one well-formed `Authorization: Bearer <token>` the request is refused here,
+    with no database call; an unknown token or a disabled subject is refused by admission, which writes nothing
+    for them (decision 0006)."""
+    headers = request.headers.getall("Authorization", [])
+    m = _BEARER.fullmatch(headers[0]) if len(headers) == 1 else None
+    if m is None:
+        reason = "malformed" if headers else "missing"
+        message = "no well-formed bearer token (Authorization: Bearer <token>)"
+        raise _unauthenticated(request, route, reason, message, request_id=request_id)
+    digest = hashlib.sha256(m[1].encode("ascii")).digest()
     decision = await request.app[DB].call(
         Admission.FUNCTION, Admission.args(digest, call.match["projectId"], route.permission, route.name, request_id)
     )
@@ -145,6 +234,10 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
         return
     if admission.decision == "require_approval":
         raise Refusal("approval_required", "an agent needs a human's approval for this")
+    if admission.reason in UNAUTHENTICATED_REASONS:
+        subject = {"subject_id": admission.subject_id} if admission.subject_id else {}
+        reason = UNAUTHENTICATED_REASONS[admission.reason]
+        raise _unauthenticated(request, route, reason, admission.reason, request_id=request_id, **subject)
     raise Refusal(ADMISSION_CODES.get(admission.reason, "denied"), admission.reason)
 
 
@@ -164,6 +257,13 @@ def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
     return web.Response(status=http, body=message.to_json(), content_type="application/json")
 
 
+def _database_error(level: int, route: Route, request_id: str, exc: StorageError) -> None:
+    """A failed database call: its SQLSTATE and error class, never its message or parameters."""
+    key = f"database_error:{exc.sqlstate}" if level < logging.ERROR else None
+    emit(log, level, "database_error", key=key, route=route.name, request_id=request_id, sqlstate=exc.sqlstate,
+         error=exc.error)  # fmt: skip
+
+
 def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         request_id = uuid.uuid4().hex
@@ -173,6 +273,7 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
             _check_path_ids(request)
             if route.audience == "user":
                 await _admit(request, route, call, request_id)
+                call.query = _parse_query(route, request)
                 if route.request is not None:
                     _require_json(request)
                     call.body = _parse(route, call, await _read_capped(request, route.request(call.match).CAP))
@@ -187,8 +288,18 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
             response = _respond(route, call, result)
         except Refusal as refusal:
             response = refusal.response(request_id)
-        except StorageUnavailable:
+        except ClientGone:  # nobody to answer: no status is counted, and it is no internal error
+            _log("client_gone", route=route.name, request_id=request_id, ms=_ms(started))
+            return web.Response(status=400)  # aiohttp finds the connection closed and sends nothing
+        except StorageUnavailable as exc:  # retryable, as storage.conflict: logged at most once a minute per SQLSTATE
+            _database_error(logging.WARNING, route, request_id, exc)
             response = Refusal("storage.unavailable", "the database is unavailable").response(request_id)
+        except StorageConflict as exc:
+            _database_error(logging.WARNING, route, request_id, exc)
+            response = Refusal("storage.conflict", "concurrent transactions conflicted; retry").response(request_id)
+        except DatabaseFault as exc:  # a bug in the deployed SQL or in how it is called: logged every time
+            _database_error(logging.ERROR, route, request_id, exc)
+            response = Refusal("internal.error", "internal error").response(request_id)
         except BadProjection:
             response = Refusal("internal.bad_projection", "the database answered outside the contract").response(
                 request_id
@@ -197,16 +308,14 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
             _log("internal_error", route=route.name, request_id=request_id, error=type(exc).__name__)
             response = Refusal("internal.error", "internal error").response(request_id)
         REQUESTS.labels(route.name, str(response.status)).inc()
-        _log(
-            "request",
-            route=route.name,
-            status=response.status,
-            request_id=request_id,
-            ms=round((time.perf_counter() - started) * 1000, 2),
-        )
+        _log_request(route.name, response.status, request_id=request_id, ms=_ms(started))
         return response
 
     return handle
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
 
 
 def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -220,7 +329,7 @@ def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator
 
 def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool = False) -> web.Application:
     """The worker-ingress ("worker") or user-API ("user") application over one Database."""
-    app = web.Application(client_max_size=2 * 1024 * 1024)
+    app = web.Application(client_max_size=2 * 1024 * 1024, middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app[DB] = db
     app[SECRET] = cluster_secret
     for route in ROUTES:
@@ -241,7 +350,8 @@ def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool
 
 
 def make_admin_app(db: Database) -> web.Application:
-    """Loopback-only plain HTTP: Prometheus /metrics and /healthz (200 when the database answers)."""
+    """Loopback-only plain HTTP: Prometheus /metrics and /healthz (200 when the database answers); any other
+    path or method is qinglong/error@v1 like the other listeners'."""
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -253,7 +363,7 @@ def make_admin_app(db: Database) -> web.Application:
             status=200 if ok else ERRORS["storage.unavailable"].status,
         )
 
-    app = web.Application()
+    app = web.Application(middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     return app

@@ -4,6 +4,7 @@ database DSN and the cluster secret. Touches the files it is pointed at (read on
     [database]
     dsn = "host=127.0.0.1 port=5432 user=ql_runtime dbname=qinglong"
     pool_size = 4
+    prepared_statements = true     # false behind a transaction pooler (pgbouncer pool_mode=transaction)
 
     [secret]
     cluster_secret_file = "/etc/qinglong/cluster.secret"   # ≥ 32 bytes; mode 0600
@@ -50,7 +51,7 @@ from pathlib import Path
 from typing import Final
 
 from qinglong.wire.codec import WireError
-from qinglong.wire.fields import Int, Nested, Record, Seconds, Str, wire
+from qinglong.wire.fields import Bool, Int, Nested, Record, Seconds, Str, wire
 
 
 class ConfigError(Exception):
@@ -97,6 +98,7 @@ class ShellConfig:
     worker: Listener
     user: Listener
     admin: Listener
+    prepared_statements: bool = True  # psycopg prepares what it ran 5 times on a connection (qinglong.shell.db)
 
 
 PATH = Str(4096, min_len=1)  # a file, relative to the config file
@@ -123,6 +125,7 @@ class _Listener(Record):
 class _Database(Record):
     dsn: str = wire(Str(4096, min_len=1), name="dsn")
     pool_size: int | None = wire(Int(1, 256), name="pool_size", optional=True, default=None)
+    prepared_statements: bool | None = wire(Bool(), name="prepared_statements", optional=True, default=None)
 
 
 class _Secret(Record):
@@ -186,6 +189,7 @@ def load(path: Path) -> ShellConfig:
     return ShellConfig(
         dsn=given.database.dsn,
         pool_size=given.database.pool_size or 4,
+        prepared_statements=given.database.prepared_statements is not False,  # absent: true
         cluster_secret=secret,
         worker=_listener(given.worker_listener, base, "worker_listener", ("certificate", "key", "client_ca")),
         user=_listener(given.user_listener, base, "user_listener", ("certificate", "key")),

@@ -4,8 +4,23 @@ calls of ql_api functions by name. The only module of the shell that imports psy
 A call is `select ql_api.<function>(p_a => %(p_a)s, …)`: named notation with bind parameters. The
 function and parameter names come from the route table (checked as identifiers here), never from a
 request, and no other SQL is ever built here. Raw tokens and session keys never reach it (only their
-SHA-256 digests do). Connection faults become `StorageUnavailable` (503); a serializable call
-retries 40001 a bounded number of times.
+SHA-256 digests do). A serializable call retries 40001 and 40P01 a bounded number of times.
+
+A failure is classified by its SQLSTATE (docs/operations.md §10): the database cannot serve now
+(UNAVAILABLE: a lost or refused connection, a shutdown, a read-only standby after a failover) is
+`StorageUnavailable` (503 storage.unavailable); a transaction still conflicting after the retries
+(CONFLICT) is `StorageConflict` (503 storage.conflict); anything else is a bug, `DatabaseFault` (500
+internal.error). Each keeps the SQLSTATE and the error's class name only, never its message, which
+can quote a parameter.
+
+Transaction pooling (pgbouncer pool_mode=transaction) works: nothing the shell does outlives a
+transaction. Every call is one autocommit statement, or the serializable call's own transaction (its
+`set transaction` inside it); the functions take only pg_advisory_xact_lock and set search_path per
+function; there is no LISTEN, no temporary table, no SET of the session; the role settings apply at
+each server login. The one piece of session state is psycopg's prepared statements, which
+`prepared_statements=False` turns off (shell.toml, [database]). A pooled connection whose server
+closed it (a terminated backend, a restart, a failover) is noticed when it is handed out, and then
+every connection opened before is replaced (`Database._check`).
 """
 
 from __future__ import annotations
@@ -13,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import select
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -22,19 +38,57 @@ from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from qinglong.shell.config import ShellConfig
 from qinglong.shell.metrics import DB_LATENCY
 
 _FUNCTION: Final = re.compile(r"[a-z_][a-z0-9_]*_v[0-9]+")
 _PARAMETER: Final = re.compile(r"p_[a-z0-9_]+")
 SERIALIZABLE_ATTEMPTS: Final = 5
+# SQLSTATE classes and codes: connection exception (08), insufficient resources (53), operator intervention
+# (57: shutdown, cannot connect now, a statement timeout) and read_only_sql_transaction (a standby).
+UNAVAILABLE: Final = ("08", "53", "57", "25006")
+CONFLICT: Final = ("40001", "40P01")  # serialization_failure, deadlock_detected
+_RETRIED: Final = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 
 
-class StorageUnavailable(Exception):
-    """The database cannot be reached or answered with a connection-level fault."""
+class StorageError(Exception):
+    """A call that failed in the database or on the way to it: the SQLSTATE (None when the client saw the
+    failure itself: a lost connection, no pooled connection in time) and the error's class name."""
+
+    def __init__(self, sqlstate: str | None, error: str) -> None:
+        super().__init__(f"{error} (SQLSTATE {sqlstate})")
+        self.sqlstate, self.error = sqlstate, error
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot serve now (UNAVAILABLE, or no SQLSTATE on a connection fault): retry later."""
+
+
+class StorageConflict(StorageError):
+    """A transaction that still conflicted with concurrent ones after the shell's retries: retry."""
+
+
+class DatabaseFault(StorageError):
+    """Any other failure: a bug in the deployed SQL or in how it is called (42883 undefined_function,
+    P0001 a raise, 22xxx a data exception, 26000 a prepared statement a transaction pooler lost)."""
 
 
 class BadProjection(Exception):
-    """A ql_api function answered something that is not a JSON object, or failed on its input."""
+    """A ql_api function answered something that is not a JSON object."""
+
+
+def classify(exc: psycopg.Error) -> StorageError:
+    """The StorageError of a psycopg failure, by its SQLSTATE."""
+    state, name = exc.sqlstate, type(exc).__name__
+    if state is None:  # raised by psycopg itself: a connection fault (PoolTimeout included) or a client-side bug
+        return (
+            StorageUnavailable(None, name) if isinstance(exc, psycopg.OperationalError) else DatabaseFault(None, name)
+        )
+    if state.startswith(UNAVAILABLE):
+        return StorageUnavailable(state, name)
+    if state in CONFLICT:
+        return StorageConflict(state, name)
+    return DatabaseFault(state, name)
 
 
 def statement(function: str, parameters: Iterable[str]) -> str:
@@ -48,23 +102,58 @@ def statement(function: str, parameters: Iterable[str]) -> str:
 
 
 class Database:
-    """Calls ql_api functions through one pool (sized to the cores, as docs/architecture.md §12 says)."""
+    """Calls ql_api functions through one pool (sized to the cores, as docs/architecture.md §12 says).
+    `prepared_statements=False` for a transaction pooler that keeps none (pgbouncer before 1.21, or without
+    max_prepared_statements): psycopg then never prepares."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 5.0,
+        prepared_statements: bool = True,
+    ) -> None:
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": "qinglong-shell"}
+        if not prepared_statements:
+            kwargs["prepare_threshold"] = None
         self._pool = AsyncConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
             open=False,
-            kwargs={"autocommit": True, "application_name": "qinglong-shell"},
+            kwargs=kwargs,
+            check=self._check,
         )
+
+    @classmethod
+    def of(cls, config: ShellConfig) -> Database:
+        """The pool shell.toml's [database] describes."""
+        return cls(config.dsn, max_size=config.pool_size, prepared_statements=config.prepared_statements)
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
 
     async def close(self) -> None:
         await self._pool.close()
+
+    async def _check(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Run by the pool before it hands `conn` out. An idle connection is never written to until the server
+        closes it, so only one whose socket is readable costs a round trip (an empty query). If that fails, the
+        server went away (a terminated backend, a restart, a failover) and took the other connections with it:
+        all are replaced at once (otherwise each dead one would cost the request psycopg_pool's back-off of 1,
+        2, 4… s), and the pool hands out a new one."""
+        try:
+            waiting = select.poll()
+            waiting.register(conn.pgconn.socket, select.POLLIN)  # POLLHUP and POLLERR are always reported
+            if not waiting.poll(0):
+                return
+            await conn.execute("")
+        except (psycopg.Error, OSError):
+            await self._pool.drain()
+            raise
 
     async def healthy(self) -> bool:
         """True when a pooled connection answers a trivial probe (the one statement that is no API call)."""
@@ -83,15 +172,13 @@ class Database:
             for attempt in range(1, SERIALIZABLE_ATTEMPTS + 1):
                 try:
                     return await self._once(query, args, serializable)
-                except pg_errors.SerializationFailure:
+                except _RETRIED:
                     if not serializable or attempt == SERIALIZABLE_ATTEMPTS:
                         raise
                     await asyncio.sleep(random.uniform(0.001, 0.005) * attempt)  # noqa: S311 - jitter
             raise AssertionError("unreachable")
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StorageUnavailable(type(exc).__name__) from None
-        except psycopg.Error as exc:
-            raise BadProjection(type(exc).__name__) from None
+        except psycopg.Error as exc:  # PoolTimeout is a psycopg.OperationalError
+            raise classify(exc) from None
         finally:
             DB_LATENCY.labels(function).observe(time.perf_counter() - started)
 

@@ -12,9 +12,12 @@ max_field_size) and the header count (max_headers), and has one keep-alive timer
 idle connection and an unfinished head. It has no header, body or total-head budget. The subclass keeps
 one loop.call_at deadline per connection, moved as a request progresses (header → body → none while the
 handler runs → idle → header …), so no task or timer piles up per request. It refuses a head that does
-not end within max_header_bytes before aiohttp's parser buffers it, and answers aiohttp's own header-limit
-errors with 431 (handle_error). It reads one private attribute, `_messages` (the queue of parsed requests),
-to see a head complete. aiohttp is pinned (3.14.5); tests/integration/shell/test_budgets.py exercises
+not end within max_header_bytes before aiohttp's parser buffers it, and answers every error of aiohttp's
+own parser in qinglong/error@v1 and closes (handle_error): 431 request.header_too_large for a header
+limit, 400 request.malformed for anything else that does not parse (Content-Length with
+Transfer-Encoding included; a chunk that breaks inside a body being read fails that read instead, see
+_feed). It reads one private attribute, `_messages` (the queue of parsed requests), to see a head
+complete. aiohttp is pinned (3.14.5); tests/integration/shell/test_budgets.py exercises
 every budget.
 """
 
@@ -28,10 +31,14 @@ import socket
 import ssl
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import RequestPayloadError
 from aiohttp.web_request import BaseRequest
 
+from qinglong.shell.app import HANDLER_ARGS, unrouted
 from qinglong.shell.config import Budget, ConfigError, ShellConfig
 from qinglong.shell.metrics import BUDGET_HITS, CONNECTIONS_OPEN
 from qinglong.wire.logline import emit
@@ -41,7 +48,7 @@ log = logging.getLogger("qinglong.shell")
 FD_SPARE: Final = 64  # stdio, listening sockets, log files, resolver sockets, a connection being refused
 BACKLOG: Final = 128
 ACCEPT_RETRY_S: Final = 1.0  # after EMFILE/ENFILE/ENOBUFS/ENOMEM, as asyncio's own accept loop does
-REFUSED_HEAD: Final = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+HEAD_TOO_LARGE: Final = "the head is over the listener's header budget"
 
 
 def ensure_fd_limit(config: ShellConfig) -> int:
@@ -80,6 +87,7 @@ class BudgetedListener:
             "max_field_size": budget.max_header_bytes,
             "max_headers": budget.max_header_count,
             "access_log": None,
+            **HANDLER_ARGS,
         }
 
     @property
@@ -178,7 +186,7 @@ class _Connection(web.RequestHandler):
     """aiohttp's RequestHandler plus the header, body, idle and total-head budgets (see the module)."""
 
     __slots__ = (
-        "_body_open",
+        "_body",
         "_deadline",
         "_deadline_budget",
         "_head",
@@ -195,7 +203,7 @@ class _Connection(web.RequestHandler):
         self._deadline_budget = ""
         self._head = 0  # bytes received of a head not yet complete
         self._tail = b""  # its last 3 bytes, to find a CRLF CRLF split between reads
-        self._body_open = False  # the last parsed request's body is still arriving
+        self._body: StreamReader | None = None  # the last parsed request's body, while it is still arriving
         self._in_flight = 0  # requests parsed and not yet answered
         self._released = False
 
@@ -215,7 +223,7 @@ class _Connection(web.RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._body_open or not data or self.transport is None:
+        if self._body is not None or not data or self.transport is None:
             self._feed(data)
             return
         if self._head == 0 and self._deadline_budget != "header_timeout":
@@ -235,46 +243,65 @@ class _Connection(web.RequestHandler):
         parsed = len(self._messages) - queued
         if not parsed or self.transport is None:
             return
+        if self._body is not None and not isinstance(self._messages[-1][0], RawRequestMessage):
+            # aiohttp's parser failed inside the body it was delivering (a chunk that does not parse): it queued
+            # a 400 for later and left that body open, and no budget would end it.
+            if self._in_flight == 0:  # the request was answered (aiohttp drains the rest of its body): close
+                self.force_close()
+                return
+            # Its reader fails now and the body ends (nothing is drained after the answer): the pipeline
+            # answers request.malformed and closes, so the queued 400 is never sent.
+            self._body.set_exception(RequestPayloadError("the body's framing does not parse"))
+            self._body.feed_eof()
+            return
         self._in_flight += parsed
         self._head, self._tail = 0, b""
         payload = self._messages[-1][1]
         if payload.is_eof():
             self._disarm()  # the handler has the whole request: no budget while it works
         else:
-            self._body_open = True
+            self._body = payload
             self._arm("body_timeout")
             payload.on_eof(self._body_done)
 
     def handle_error(
         self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
     ) -> web.StreamResponse:
-        """aiohttp's answer to a head it could not parse: 431 when a head budget was the reason."""
+        """aiohttp's answer to a request it could not parse (status 400) or whose handler failed, in
+        qinglong/error@v1, closing the connection: 431 when a head budget was the reason. Neither the
+        request nor aiohttp's message is logged (an unparsed line may hold a token)."""
+        if request.writer.output_size > 0:  # as aiohttp's own: a response is half sent, the connection is broken
+            raise ConnectionError("a response was already being written")
         budget = _head_budget(exc)
-        if budget is None:
-            return super().handle_error(request, status, exc, message)
-        self._listener.hit(budget)
-        refused = web.Response(status=431)
-        refused.force_close()
-        return refused
+        if budget is not None:
+            self._listener.hit(budget)
+            answer = unrouted("request.header_too_large", HEAD_TOO_LARGE)
+        elif status == 400:
+            answer = unrouted("request.malformed", "the request does not parse")
+        else:  # a bug in a handler or a middleware (the pipeline answers its own): the type only, as it does
+            emit(log, logging.ERROR, "internal_error", listener=self._listener.name, error=type(exc).__name__)
+            answer = unrouted("internal.error", "internal error")
+        answer.force_close()
+        return answer
 
     async def finish_response(
         self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
         finished = await super().finish_response(request, resp, start_time)
         self._in_flight -= 1
-        if self._in_flight == 0 and self._head == 0 and not self._body_open and self.transport is not None:
+        if self._in_flight == 0 and self._head == 0 and self._body is None and self.transport is not None:
             self._arm("idle_timeout")
         return finished
 
     def _body_done(self) -> None:
-        self._body_open = False
+        self._body = None
         if self._deadline_budget == "body_timeout":
             self._disarm()
 
     def _refuse_head(self, budget: str) -> None:
         self._listener.hit(budget)
         if self.transport is not None and self._in_flight == 0:  # no earlier response is being written
-            self.transport.write(REFUSED_HEAD)
+            self.transport.write(_raw(unrouted("request.header_too_large", HEAD_TOO_LARGE)))
         self.force_close()  # close() flushes what was written, TLS included
 
     def _arm(self, budget: str) -> None:
@@ -294,6 +321,16 @@ class _Connection(web.RequestHandler):
         self._deadline, self._deadline_budget = None, ""
         self._listener.hit(budget)
         self.force_close()
+
+
+def _raw(response: web.Response) -> bytes:
+    """A closing HTTP/1.1 answer's bytes, for a connection aiohttp has not parsed a request of."""
+    assert isinstance(response.body, bytes)
+    head = (
+        f"HTTP/1.1 {response.status} {response.reason}\r\nContent-Type: {response.headers[hdrs.CONTENT_TYPE]}\r\n"
+        f"Content-Length: {len(response.body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + response.body
 
 
 def _head_budget(exc: BaseException | None) -> str | None:

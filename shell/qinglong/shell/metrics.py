@@ -41,3 +41,11 @@ BUDGET_HITS: Final = Counter(
     ["listener", "budget"],
     registry=REGISTRY,
 )
+UNAUTHENTICATED: Final = Counter(
+    "qinglong_shell_unauthenticated",
+    "User-API requests refused auth.unauthenticated, by reason: missing or malformed (no well-formed bearer token:"
+    " refused before any database call), unknown_token or subject_disabled (refused by admission, which writes"
+    " nothing for them; decision 0006)",
+    ["reason"],
+    registry=REGISTRY,
+)

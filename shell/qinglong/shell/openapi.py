@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of every shell route, generated from routes.ROUTES and the wire
 declarations, so it cannot drift from what the shell accepts. Each route's error answers come from
 the error table (qinglong.wire.errors.ERRORS): every status the route can answer, with the codes it
-can answer under it as the enum of `code`. Touches nothing: pure functions.
+can answer under it as the enum of `code`; the codes no route answers (scope "unrouted") are
+`components.responses`, one per code. Touches nothing: pure functions.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Final
 
 from qinglong.shell.routes import PHASES, ROUTES, Route
 from qinglong.wire import ErrorMessage, Message, Record, Variants
-from qinglong.wire.errors import route_errors
+from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
 from qinglong.wire.specs import BASE64URL_32_PATTERN, UUID_PATTERN
 
@@ -83,19 +84,25 @@ def _response_schema(response: Variants[Any] | type[Message]) -> dict[str, Any]:
     return record_schema(response)
 
 
+def _error_response(description: str, codes: list[str]) -> dict[str, Any]:
+    schema = {"allOf": [ERROR_REF, {"properties": {"code": {"enum": codes}}}]}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
 def error_responses(route: Route) -> dict[str, Any]:
     """Every error status the route can answer, each with the codes it can answer under it."""
     codes: dict[int, list[str]] = {}
-    for error in route_errors(route.audience, body=route.request is not None):
+    for error in route_errors(route.audience, body=route.request is not None, query=route.query is not None):
         codes.setdefault(error.status, []).append(error.code)
+    return {str(status): _error_response(HTTPStatus(status).phrase, names) for status, names in sorted(codes.items())}
+
+
+def unrouted_responses() -> dict[str, Any]:
+    """The answers no route gives (a route's path with another method), by code."""
     return {
-        str(status): {
-            "description": HTTPStatus(status).phrase,
-            "content": {
-                "application/json": {"schema": {"allOf": [ERROR_REF, {"properties": {"code": {"enum": names}}}]}}
-            },
-        }
-        for status, names in sorted(codes.items())
+        error.code: _error_response(f"{error.status} {HTTPStatus(error.status).phrase}: {error.meaning}", [error.code])
+        for error in ERRORS.values()
+        if error.scope == "unrouted"
     }
 
 
@@ -110,6 +117,11 @@ def _operation(route: Route) -> dict[str, Any]:
         for name in ("workerId", "sessionId", "projectId", "runId", "offerId")
         if "{" + name + "}" in route.path
     ]
+    if route.query is not None:
+        params += [
+            {"name": f.name, "in": "query", "required": False, "schema": spec_schema(f.spec)}
+            for f in route.query.FIELDS
+        ]
     if "{phase:" in route.path:
         params.append(
             {
@@ -156,6 +168,7 @@ def openapi_document() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {"Error": record_schema(ErrorMessage)},
+            "responses": unrouted_responses(),
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "mtls": {"type": "mutualTLS"},

@@ -3,7 +3,8 @@ contract. Touches nothing: declarations and pure argument binders.
 
 Each binder is a typed function of the route's request message that names the ql_api function's
 parameters (`{"p_worker_id": …}`; db.py calls the function in named notation), forwarding the parsed
-body's fields exactly plus the identity the shell authenticated (Worker, session and generation from
+body's fields (or, for a GET that declares them, its parsed query parameters) exactly plus the identity
+the shell authenticated (Worker, session and generation from
 mTLS + ql3w; subject and admitted versions from the bearer admission). So a renamed wire field fails
 mypy, and a renamed SQL parameter fails tests/integration/shell/test_route_binders.py. Raw lease
 tokens become SHA-256 digests here and go no further. There is no per-route logic beyond this table;
@@ -38,6 +39,8 @@ from qinglong.wire import (
     LeaseControlRequest,
     Message,
     OfferPullRequest,
+    RunList,
+    RunListQuery,
     RunTimeline,
     Variants,
     WorkerSessionAlive,
@@ -47,11 +50,13 @@ from qinglong.wire import (
     ql3w,
 )
 from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
+from qinglong.wire.query import Query
 
 WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
 SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
 PROJECT_BASE: Final = "/api/v3/projects/{projectId}/runs"
 PHASES: Final = "{phase:starting|running|start-failure}"
+Q = TypeVar("Q", bound=Query)
 
 
 def token_digest(token: str) -> bytes:
@@ -74,6 +79,13 @@ class Call:
     project_version: int | None = None
     binding_version: int | None = None
     minted_token: str | None = None
+    query: Query | None = None
+
+    def query_of(self, cls: type[Q]) -> Q:
+        """The parsed query parameters, of the route's own Query class (checked at run time, like bind())."""
+        if not isinstance(self.query, cls):
+            raise TypeError(f"the query is not a {cls.__name__}")
+        return self.query
 
 
 Args = dict[str, object]  # a ql_api function's arguments by parameter name
@@ -147,6 +159,7 @@ class RouteOf(Generic[B]):
     accepted: frozenset[str] = frozenset()  # statuses answered 202 (user routes)
     shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
     mints_token: bool = False
+    query: type[Query] | None = None  # the query parameters a GET takes (none: a query string is ignored)
 
     def bind(self, call: Call) -> Args:
         """The function's arguments by name, from the body this route parsed (of its own request type)."""
@@ -264,6 +277,19 @@ def _read(c: Call, b: Never) -> Args:  # a GET has no body
     return {"p_project_id": c.match["projectId"], "p_run_id": c.match["runId"]}
 
 
+def _list(c: Call, b: Never) -> Args:
+    q = c.query_of(RunListQuery)
+    return {
+        "p_project_id": c.match["projectId"],
+        "p_task_id": q.task_id,
+        "p_status": q.status,
+        "p_since_ms": q.since_ms,
+        "p_until_ms": q.until_ms,
+        "p_limit": q.limit,
+        "p_cursor": q.cursor,
+    }
+
+
 # Typed by inference, each entry as RouteOf[its request] (an annotation would impose one message on all).
 ROUTES: Final = (
     RouteOf(
@@ -306,5 +332,9 @@ ROUTES: Final = (
     RouteOf(
         "user.runs.read", "GET", PROJECT_BASE + "/{runId}", "user", None, "run_timeline_v1", _read, RunTimeline,
         permission="run.read",
+    ),
+    RouteOf(
+        "user.runs.list", "GET", PROJECT_BASE, "user", None, "run_list_v1", _list, RunList, permission="run.read",
+        query=RunListQuery,
     ),
 )  # fmt: skip

@@ -27,7 +27,7 @@ async def serve(
     """Serve until cancelled or signalled; every listener shares one pool. `listeners`, when given, is
     filled with the running listeners by name (worker, user, admin) before `ready` is set."""
     ensure_fd_limit(config)
-    db = Database(config.dsn, max_size=config.pool_size)
+    db = Database.of(config)
     await db.open()
     runners: list[web.AppRunner] = []
     running: list[BudgetedListener] = []

@@ -72,10 +72,12 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("subject", "create"),
     ("task",),
     ("task", "create"),
+    ("task", "schedule"),
     ("run",),
     ("run", "enqueue"),
     ("run", "cancel"),
     ("run", "show"),
+    ("run", "list"),
     ("converge",),
     ("shell",),
     ("shell", "serve"),
@@ -628,13 +630,13 @@ def test_worker_enroll_with_an_unreachable_database_is_one_line_and_exit_3(tmp_p
 )
 def test_an_unreachable_shell_is_one_line_and_exit_3(command: tuple[str, ...], pki: Pki, tmp_path: Path) -> None:
     token_file = tmp_path / "t.token"
-    token_file.write_text("a-token\n")
+    token_file.write_text("a-token-of-the-right-shape\n")
     out = cli(
         "run", command[0], "--api", UNREACHABLE_API, "--ca", str(pki.ca), "--token-file", str(token_file),
         "--project", SOME_ID, *command[1:],
     )  # fmt: skip
     refused(out, 3, "qinglong: shell unreachable:")
-    assert "a-token" not in out.stderr
+    assert "a-token-of-the-right-shape" not in out.stderr
 
 
 def test_the_user_api_without_a_token_is_one_line_and_exit_2(pki: Pki) -> None:
@@ -653,7 +655,7 @@ def test_a_missing_token_file_is_one_line_and_exit_2(pki: Pki, tmp_path: Path) -
 @pytest.mark.parametrize("ca", ["missing", "not-a-certificate"])
 def test_a_bad_ca_file_is_bad_input_exit_2(ca: str, tmp_path: Path) -> None:
     token_file = tmp_path / "t.token"
-    token_file.write_text("a-token\n")
+    token_file.write_text("a-token-of-the-right-shape\n")
     ca_file = tmp_path / "ca.crt"
     if ca == "not-a-certificate":
         ca_file.write_text("not a certificate\n")
@@ -661,7 +663,7 @@ def test_a_bad_ca_file_is_bad_input_exit_2(ca: str, tmp_path: Path) -> None:
         "run", "show", "--api", UNREACHABLE_API, "--ca", str(ca_file), "--token-file", str(token_file),
         "--project", SOME_ID, "--run", SOME_ID,
     )  # fmt: skip
-    refused(out, 2)
+    refused(out, 2, f"cannot use the CA file {ca_file}")
 
 
 # -- a DSN the operator functions cannot be called through -------------------------------------------

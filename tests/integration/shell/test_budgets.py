@@ -328,7 +328,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(folder: Path, pki: Pki, dsn: str, admin_port: int = 9100, worker_extra: str = "") -> Path:
+def _config(
+    folder: Path,
+    pki: Pki,
+    dsn: str,
+    admin_port: int = 9100,
+    worker_extra: str = "",
+    *,
+    user_port: int | None = None,
+    user_extra: str = "",
+) -> Path:
     secret = folder / "cluster.secret"
     secret.write_bytes(os.urandom(32).hex().encode())
     secret.chmod(0o600)
@@ -337,8 +346,9 @@ def _config(folder: Path, pki: Pki, dsn: str, admin_port: int = 9100, worker_ext
         f'[database]\ndsn = "{dsn}"\n\n[secret]\ncluster_secret_file = "{secret}"\n\n'
         f'[worker_listener]\nhost = "127.0.0.1"\nport = {_free_port()}\ncertificate = "{pki.server.certificate}"\n'
         f'key = "{pki.server.key}"\nclient_ca = "{pki.ca}"\n{worker_extra}\n'
-        f'[user_listener]\nhost = "127.0.0.1"\nport = {_free_port()}\ncertificate = "{pki.server.certificate}"\n'
-        f'key = "{pki.server.key}"\n\n[admin_listener]\nhost = "127.0.0.1"\nport = {admin_port}\n'
+        f'[user_listener]\nhost = "127.0.0.1"\nport = {user_port or _free_port()}\n'
+        f'certificate = "{pki.server.certificate}"\nkey = "{pki.server.key}"\n{user_extra}\n'
+        f'[admin_listener]\nhost = "127.0.0.1"\nport = {admin_port}\n'
     )
     return config
 
@@ -380,6 +390,76 @@ async def test_a_low_soft_open_files_limit_is_raised_to_what_the_budgets_need(
         assert soft_hard is not None, limits
         assert (int(soft_hard[1]), int(soft_hard[2])) == (100 + 256 + 16 + 4 + 64, 4096)
     finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+
+
+# docs/operations.md "Connection budgets": an open TLS connection holds about 270 KiB of the shell.
+PER_CONNECTION_KIB = 400  # that, a request head's buffer, and slack for the allocator
+FLOOD_SLACK_MIB = 24
+
+
+def _kib(pid: int, field: str) -> int:
+    found = re.search(rf"^{field}:\s+([0-9]+) kB$", Path(f"/proc/{pid}/status").read_text(), re.M)
+    assert found is not None, field
+    return int(found[1])
+
+
+async def test_a_flood_of_idle_and_slowloris_connections_keeps_the_shell_under_its_memory_bound(
+    tmp_path: Path, pki: Pki, database: PgDatabase
+) -> None:
+    """`qinglong shell serve` as its own process, its user listener capped at 32: 16 slowloris clients (a
+    head byte every 50 ms) and 400 idle TLS clients leave its peak RSS (VmHWM) within the start-up RSS + 32
+    connections' worth, because every connection past the cap is closed at accept."""
+    cap, admin, user = 32, _free_port(), _free_port()
+    config = _config(
+        tmp_path, pki, database.runtime_dsn, admin, user_port=user,
+        user_extra=f"max_connections = {cap}\nheader_timeout = 120\nidle_timeout = 120\n",
+    )  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        *SERVE, str(config), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    held: list[asyncio.StreamWriter] = []
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def healthy() -> bool:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"http://127.0.0.1:{admin}/healthz") as resp:
+                        return resp.status == 200
+                return False
+
+            await wait_for(healthy, within=30, interval=0.1)
+        base_kib = _kib(proc.pid, "VmRSS")
+
+        async def idle() -> None:
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                held.append((await _tls(user, pki.client_context()))[1])
+
+        async def slowloris(writer: asyncio.StreamWriter) -> None:
+            for byte in b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " * 4:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.05)
+
+        # Half the slots drip a head byte by byte; then 400 idle clients arrive in waves of 50.
+        dripping = [(await _tls(user, pki.client_context()))[1] for _ in range(cap // 2)]
+        held += dripping
+        drips = [asyncio.create_task(slowloris(w)) for w in dripping]
+        for _ in range(8):
+            await asyncio.gather(*(idle() for _ in range(50)))
+        await asyncio.sleep(1.0)
+        assert not any(d.done() for d in drips), "a slowloris client was closed before its header_timeout"
+        for d in drips:
+            d.cancel()
+        peak_kib = _kib(proc.pid, "VmHWM")
+        bound_kib = base_kib + cap * PER_CONNECTION_KIB + FLOOD_SLACK_MIB * 1024
+        assert len(held) == cap  # the cap's worth got in; every other connection was closed at accept
+        assert peak_kib <= bound_kib, (base_kib, peak_kib, bound_kib)
+    finally:
+        for writer in held:
+            writer.transport.abort()
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()

@@ -59,8 +59,10 @@ async def test_openapi_lists_every_route(pki: Pki, shell: Shell) -> None:
         op = document["paths"][route.path.replace(PHASES, "{phase}")][route.method.lower()]
         assert op["summary"] == f"calls ql_api.{route.function}"
         assert ("requestBody" in op) == (route.request is not None)
-        names = {p["name"] for p in op["parameters"]}
+        names = {p["name"] for p in op["parameters"] if p["in"] == "path"}
         assert names == set(re.findall(r"\{(\w+)", route.path))
+        query = [(p["name"], p["required"]) for p in op["parameters"] if p["in"] == "query"]
+        assert query == [(f.name, False) for f in (route.query.FIELDS if route.query else ())]
 
 
 def _requests(text: str) -> Counter[tuple[str, str]]:
@@ -97,6 +99,8 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             ).status == 202
             assert (await user_call(http, shell, "GET", f"{base}/{run}", token=token)).status == 200
             assert (await user_call(http, shell, "GET", f"{base}/{run}", token=None)).status == 401
+            assert (await user_call(http, shell, "GET", f"{base}?limit=1", token=token)).status == 200
+            assert (await user_call(http, shell, "GET", f"{base}?limit=0", token=token)).status == 400
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -113,6 +117,8 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.runs.cancel", "202"): 1,
                 ("user.runs.read", "200"): 1,
                 ("user.runs.read", "401"): 1,
+                ("user.runs.list", "200"): 1,
+                ("user.runs.list", "400"): 1,
             }
         )
         assert {route for route, _ in after} >= {r.name for r in ROUTES}

@@ -1,5 +1,6 @@
 """Every route's binder names exactly the input parameters of its deployed ql_api function: for a real
-parsed request of the route (one per request contract, drawn by the wire kit's `records()` strategy),
+parsed request of the route (one per request contract, drawn by the wire kit's `records()` strategy, and
+for a GET that declares query parameters a parsed query with every parameter present),
 the binder's keys are the function's input argument names (pg_proc.proargnames by proargmodes), of
 which only parameters with defaults (pronargdefaults) may be left out. The admission call is checked
 the same way. Touches: one fresh database (catalog reads only).
@@ -7,6 +8,7 @@ the same way. Touches: one fresh database (catalog reads only).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -16,7 +18,7 @@ from hypothesis import find
 
 from qinglong.shell.db import statement
 from qinglong.shell.routes import PHASES, ROUTES, Admission, Call, Route, mint_token, token_digest
-from qinglong.wire import Message
+from qinglong.wire import Message, Query
 from tests.conftest import Database
 from tests.unit.wire.kit import records
 
@@ -37,6 +39,12 @@ def parsed(cls: type[Message]) -> Message:
     """A valid request of the contract, as the shell parses it off the wire."""
     drawn: Message = find(records(cls), lambda _: True)
     return cls.parse(drawn.to_json())
+
+
+def parsed_query(cls: type[Query]) -> Query:
+    """A query with every parameter present, as the shell parses it off the query string."""
+    drawn: Query = find(records(cls), lambda q: all(getattr(q, f.attr) is not None for f in cls.FIELDS))
+    return cls.parse(drawn.to_query())
 
 
 def calls(route: Route) -> Iterator[Call]:
@@ -60,6 +68,7 @@ def calls(route: Route) -> Iterator[Call]:
             project_version=1,
             binding_version=1,
             minted_token=mint_token(),
+            query=None if route.query is None else parsed_query(route.query),
         )
 
 
@@ -94,12 +103,21 @@ def test_every_binder_names_exactly_its_function_s_parameters(database: Database
 
 
 def test_a_binder_gets_only_its_route_s_request() -> None:
-    pull, read = (next(r for r in ROUTES if r.name == name) for name in ("worker.offers.pull", "user.runs.read"))
+    pull, read, listing = (
+        next(r for r in ROUTES if r.name == name) for name in ("worker.offers.pull", "user.runs.read", "user.runs.list")
+    )
     (call,) = calls(next(r for r in ROUTES if r.name == "worker.session.heartbeat"))
     with pytest.raises(TypeError):
         pull.bind(call)
     with pytest.raises(TypeError):
         read.bind(call)
+    with pytest.raises(TypeError):
+        listing.bind(call)
+    with pytest.raises(TypeError):  # no body, but no query parsed either: the binder refuses
+        listing.bind(dataclasses.replace(call, body=None))
+    (read_call,) = calls(read)
+    with pytest.raises(TypeError):  # nor does it take another route's query (or none at all)
+        listing.bind(read_call)
 
 
 @pytest.mark.parametrize(

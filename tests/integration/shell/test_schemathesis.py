@@ -48,6 +48,7 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -
         "POST /api/v3/projects/{projectId}/runs",
         "POST /api/v3/projects/{projectId}/runs/{runId}/cancellation",
         "GET /api/v3/projects/{projectId}/runs/{runId}",
+        "GET /api/v3/projects/{projectId}/runs",
     }
     headers = {"Authorization": f"Bearer {seed.operator.token}"}
 

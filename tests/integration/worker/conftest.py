@@ -673,17 +673,21 @@ def _copy_credentials(pki: Pki, folder: Path) -> FileCredentials:
     return FileCredentials(cert, key, ca)
 
 
-@pytest.fixture
-async def rig(database: PgDatabase, pki: Pki, tmp_path: Path) -> AsyncIterator[Rig]:
+@contextlib.asynccontextmanager
+async def rig_over(
+    database: PgDatabase, pki: Pki, tmp_path: Path, shell_db: ShellDatabase, project_name: str = "project-w"
+) -> AsyncIterator[Rig]:
+    """A project, worker-a enrolled, an operator, and the in-process shell over `shell_db` (its pool:
+    direct to the test database, or through pgbouncer)."""
     conn = psycopg.connect(database.dsn(), autocommit=True)
-    project = make_project(conn, "project-w")
+    project = make_project(conn, project_name)
     conn.execute(
         "insert into ql.workers (id, name, cert_fingerprint) values (%s, 'worker-a', %s)",
         (pki.worker_a_id, pki.worker_a.fingerprint),
     )
     operator = make_user(conn)
     set_role(conn, project, operator, "operator", True)
-    served = Served(ShellDatabase(database.runtime_dsn), pki)
+    served = Served(shell_db, pki)
     try:
         await served.start()
     except BaseException:
@@ -710,3 +714,9 @@ async def rig(database: PgDatabase, pki: Pki, tmp_path: Path) -> AsyncIterator[R
             await rig.cleanup()
         finally:
             await served.stop()
+
+
+@pytest.fixture
+async def rig(database: PgDatabase, pki: Pki, tmp_path: Path) -> AsyncIterator[Rig]:
+    async with rig_over(database, pki, tmp_path, ShellDatabase(database.runtime_dsn)) as made:
+        yield made

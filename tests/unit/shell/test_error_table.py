@@ -1,7 +1,9 @@
 """The shell answers from the error table (qinglong.wire.errors.ERRORS): a refusal takes its status from
-its code, a code outside the table fails at construction, every code app.py names is in the table, and
-the OpenAPI document lists under each route exactly the statuses and codes the table gives that route.
-Touches nothing; reads shell/qinglong/shell/app.py (its syntax tree, for the codes it names).
+its code, a code outside the table fails at construction, every code app.py names is in the table, the
+OpenAPI document lists under each route exactly the statuses and codes the table gives that route, and the
+codes no route answers as components.responses.
+Touches nothing; reads shell/qinglong/shell/app.py and listener.py (their syntax trees, for the codes they
+name).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.shell import app
+from qinglong.shell import app, listener
 from qinglong.shell.openapi import openapi_document
 from qinglong.shell.routes import PHASES, ROUTES, Route
 from qinglong.wire import ErrorMessage, ql3w
@@ -32,18 +34,18 @@ def test_a_code_outside_the_table_fails_at_construction() -> None:
         app.Refusal("request.teapot", "no such code")
 
 
-def test_every_code_app_py_names_is_in_the_table() -> None:
-    tree = ast.parse(Path(app.__file__).read_text(encoding="utf-8"))
+def test_every_code_app_py_and_listener_py_name_is_in_the_table() -> None:
     named = {
         node.args[0].value
-        for node in ast.walk(tree)
+        for module in (app, listener)
+        for node in ast.walk(ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8")))
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
-        and node.func.id == "Refusal"
+        and node.func.id in ("Refusal", "unrouted")
         and node.args
         and isinstance(node.args[0], ast.Constant)
     }
-    assert {"request.too_large", "internal.error", "storage.unavailable"} <= named
+    assert {"request.too_large", "internal.error", "storage.unavailable", "request.header_too_large"} <= named
     named |= set(app.ADMISSION_CODES.values()) | {ql3w.BAD_HEADER, ql3w.EXPIRED}
     assert named - set(ERRORS) == set()
 
@@ -53,9 +55,11 @@ def _answers(error: ErrorCode, route: Route) -> bool:
     return {
         "any": True,
         "body": route.request is not None,
+        "input": route.request is not None or route.query is not None,
         "worker": route.audience in ("worker", "worker-open"),
         "signed": route.audience == "worker",
         "user": route.audience == "user",
+        "unrouted": False,
     }[error.scope]
 
 
@@ -72,9 +76,20 @@ def test_openapi_lists_exactly_the_routes_statuses_and_codes(route: Route) -> No
         if _answers(error, route):
             expected.setdefault(error.status, []).append(error.code)
     assert listed == expected
-    assert {500, 503} <= set(listed)
+    assert {400, 404, 431, 500, 503} <= set(listed)
+    assert 405 not in listed
     if route.request is None:
         assert not {413, 415} & set(listed)
     else:
         assert {413, 415} <= set(listed)
     assert (403 in listed) == (route.audience == "user")
+
+
+def test_openapi_lists_the_codes_no_route_answers_as_components() -> None:
+    responses = openapi_document()["components"]["responses"]
+    assert set(responses) == {code for code, error in ERRORS.items() if error.scope == "unrouted"}
+    assert set(responses) == {"request.method_not_allowed"}
+    for code, response in responses.items():
+        schema = response["content"]["application/json"]["schema"]
+        assert schema["allOf"][1]["properties"]["code"]["enum"] == [code]
+        assert response["description"].startswith(f"{ERRORS[code].status} ")

@@ -71,6 +71,10 @@ def test_the_named_codes_are_all_there() -> None:
         "auth.certificate_mismatch",
         "request.too_large",
         "request.unsupported_media_type",
+        "request.malformed",
+        "request.header_too_large",
+        "request.unknown_path",
+        "request.method_not_allowed",
         "not_found",
         "denied",
         "approval_required",
@@ -87,7 +91,7 @@ def test_every_code_has_an_error_status_a_one_line_meaning_and_a_scope() -> None
     assert tuple(ERRORS) == ERROR_CODES
     for name, error in ERRORS.items():
         assert error.code == name
-        assert error.status in {400, 401, 403, 404, 409, 413, 415, 500, 503}, name
+        assert error.status in {400, 401, 403, 404, 405, 409, 413, 415, 431, 500, 503}, name
         assert error.meaning.strip() and "\n" not in error.meaning, name
         assert error.scope in get_args(Scope), name
 
@@ -113,7 +117,13 @@ def test_which_routes_can_answer_a_code() -> None:
     everywhere = {"wire.bad_uuid", "not_found", "fenced.stale_version", "invalid.run_id", "internal.error"}
     assert everywhere <= codes("user", False) & codes("worker-open", True) & codes("worker", True)
     read = {ERRORS[c].status for c in codes("user", False)}
-    assert read == {400, 401, 403, 404, 409, 500, 503}  # no 413 or 415 without a body
+    assert read == {400, 401, 403, 404, 409, 431, 500, 503}  # no 413 or 415 without a body
+    listener = {"request.malformed", "request.header_too_large", "request.unknown_path"}  # before any route decides
+    assert listener <= codes("user", False) & codes("worker-open", False) & codes("worker", False)
+    unrouted = {code for code, error in ERRORS.items() if error.scope == "unrouted"}
+    assert unrouted == {"request.method_not_allowed"}  # answered where no route is: listed under none
+    for audience in ("user", "worker-open", "worker"):
+        assert not unrouted & codes(audience, True)
     assert {"request.too_large", "wire.too_large", "wire.unknown_field"} <= codes("user", True) - codes("user", False)
     assert {ql3w.BAD_HEADER, ql3w.EXPIRED} <= codes("worker", True) - codes("worker-open", True)
     assert "auth.certificate_mismatch" in codes("worker-open", True) - codes("user", True)

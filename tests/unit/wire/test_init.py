@@ -37,6 +37,7 @@ from qinglong.wire import (
     Record,
     RunAlreadyEnqueued,
     RunEnqueued,
+    RunList,
     RunTimeline,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
@@ -75,6 +76,7 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     RunEnqueued: ("qinglong/run-enqueue@v1", 4 * KIB),
     RunAlreadyEnqueued: ("qinglong/run-enqueue@v1", 4 * KIB),
     RunTimeline: ("qinglong/run-timeline@v1", 128 * KIB),
+    RunList: ("qinglong/run-list@v1", 64 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {

@@ -19,6 +19,7 @@ from qinglong.wire import (
     lease_control,
     offer,
     ql3w,
+    run_list,
     session,
     timeline,
 )
@@ -89,6 +90,8 @@ from qinglong.wire.offer import (
     Plan,
     parse_offer_response,
 )
+from qinglong.wire.query import Query
+from qinglong.wire.run_list import RUN_LIST_SCHEMA, RunList, RunListQuery, RunSummary
 from qinglong.wire.session import (
     SESSION_SCHEMA,
     WorkerSessionAlive,
@@ -107,6 +110,7 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *cancellation.MESSAGES,
     *enqueue.MESSAGES,
     *timeline.MESSAGES,
+    *run_list.MESSAGES,
     *errors.MESSAGES,
 )
 
@@ -128,6 +132,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "OFFER_RESPONSES",
     "OFFER_SCHEMA",
+    "RUN_LIST_SCHEMA",
     "SESSION_SCHEMA",
     "TIMELINE_SCHEMA",
     "WIRE_CODES",
@@ -162,10 +167,14 @@ __all__ = [
     "OfferPullRequest",
     "OfferResponse",
     "Plan",
+    "Query",
     "Record",
     "RunAlreadyEnqueued",
     "RunEnqueued",
+    "RunList",
+    "RunListQuery",
     "RunProjection",
+    "RunSummary",
     "RunTimeline",
     "Snapshot",
     "TimelineEvent",

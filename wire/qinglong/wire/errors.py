@@ -90,8 +90,15 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "pool",
     "plan",
     "empty_token",
-    "limit",  # the scheduler's convergence pages
+    "limit",  # the scheduler's convergence pages (and the run history's page size)
     "grace_ms",
+    "status",  # the run history's filters (ql_api.run_list_v1)
+    "time_range",
+    "cursor",
+    "cron",  # operators (task schedules: ql_api.task_schedule_set_v1)
+    "cron_never_fires",
+    "timezone",
+    "overlap",
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {
@@ -124,17 +131,23 @@ INVALID_MEANINGS: Final[Mapping[str, str]] = {
     "size": "the declared size does not match the content",
     "too_large": "the artifact is larger than the database's artifact_max_bytes",
     "sha256_mismatch": "the declared sha256 does not match the content",
+    "time_range": "`sinceMs` is not before `untilMs`",
+    "cursor": "the cursor is not one the run history answered",
+    "cron_never_fires": "the cron expression matches no date, e.g. February 30 (operators: task schedules)",
 }
 
-Scope = Literal["any", "body", "worker", "signed", "user"]
-"""Which routes can answer a code: any route, a route that takes a body, a Worker route, a Worker route
-signed with ql3w (all but session open), a user route."""
+Scope = Literal["any", "body", "input", "worker", "signed", "user", "unrouted"]
+"""Which routes can answer a code: any route, a route that takes a body, a route that takes a body or query
+parameters ("input": the field rules both share), a Worker route, a Worker route signed with ql3w (all but
+session open), a user route, or none ("unrouted": the answer when a listener has
+no route for the request's path and method)."""
 SCOPES: Final[Mapping[str, tuple[Scope, ...]]] = {
     "worker-open": ("any", "worker"),
     "worker": ("any", "worker", "signed"),
     "user": ("any", "user"),
 }
-"""The scopes of each route audience (qinglong.shell.routes.Route.audience); "body" is added for a route with one."""
+"""The scopes of each route audience (qinglong.shell.routes.Route.audience); "body" and "input" are added for a
+route with a body, "input" for a route with query parameters."""
 
 
 @dataclass(frozen=True)
@@ -181,43 +194,96 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
         "worker",
     ),
     ErrorCode(
-        "request.too_large", 413, "the body is over the route's byte cap (refused before it is buffered)", "body"
+        "request.too_large",
+        413,
+        "the body, counted as received (never decoded), is over the route's byte cap (refused before it is buffered)",
+        "body",
     ),
-    ErrorCode("request.unsupported_media_type", 415, "the body is not `application/json`", "body"),
+    ErrorCode(
+        "request.unsupported_media_type",
+        415,
+        "the `Content-Type` is not `application/json` (whose one allowed parameter is `charset=utf-8`), or a"
+        " `Content-Encoding` other than `identity` is declared (refused before any byte is read or decoded)",
+        "body",
+    ),
+    ErrorCode(
+        "request.malformed",
+        400,
+        "the request line, a header or the body's framing does not parse (`Content-Length` together with"
+        " `Transfer-Encoding` included); the connection is closed",
+    ),
+    ErrorCode(
+        "request.header_too_large",
+        431,
+        "the head is over the listener's `max_header_bytes` or `max_header_count`; the connection is closed",
+    ),
+    ErrorCode(
+        "request.unknown_path",
+        404,
+        "no route of this listener has this path (a path parameter out of pattern included)",
+    ),
+    ErrorCode(
+        "request.method_not_allowed",
+        405,
+        "the path's routes take other methods, which the `Allow` header names",
+        "unrouted",
+    ),
     # Every wire.* code but codec.VERSION_MISMATCH: the Worker's own check of an answer, never an answer.
     ErrorCode(codec.TOO_LARGE, 413, "the body is over the message's byte cap", "body"),
     ErrorCode(codec.INVALID_UTF8, 400, "the body is not UTF-8 (or escapes a lone surrogate)", "body"),
     ErrorCode(codec.INVALID_JSON, 400, "the body is not one JSON value (NaN and Infinity included)", "body"),
     ErrorCode(codec.TOO_DEEP, 400, f"nesting deeper than {MAX_DEPTH}", "body"),
-    ErrorCode(codec.DUPLICATE_KEY, 400, "an object repeats a key", "body"),
+    ErrorCode(codec.DUPLICATE_KEY, 400, "an object repeats a key (or a query string a parameter)", "input"),
     ErrorCode(codec.NOT_OBJECT, 400, "the top level is not an object", "body"),
-    ErrorCode(codec.UNKNOWN_FIELD, 400, "a field the message does not declare", "body"),
+    ErrorCode(codec.UNKNOWN_FIELD, 400, "a field (or query parameter) the message does not declare", "input"),
     ErrorCode(codec.MISSING_FIELD, 400, "a required field is absent", "body"),
-    ErrorCode(codec.BAD_TYPE, 400, "a value of the wrong JSON type (or null where not allowed)", "body"),
-    ErrorCode(codec.OUT_OF_RANGE, 400, "an integer outside its bounds", "body"),
+    ErrorCode(
+        codec.BAD_TYPE,
+        400,
+        "a value of the wrong JSON type (or null where not allowed); a query string that is not UTF-8 name=value"
+        " pairs, or an integer parameter that is not decimal digits",
+        "input",
+    ),
+    ErrorCode(codec.OUT_OF_RANGE, 400, "an integer outside its bounds", "input"),
     ErrorCode(codec.BAD_UUID, 400, "a path id or a body field is not a canonical lower-case uuid"),
-    ErrorCode(codec.CONTROL_CHARACTER, 400, "a control character or U+2028/U+2029 in a string or key", "body"),
+    ErrorCode(codec.CONTROL_CHARACTER, 400, "a control character or U+2028/U+2029 in a string or key", "input"),
     ErrorCode(codec.BAD_SCHEMA, 400, "`schema` is not this route's message family", "body"),
-    ErrorCode(codec.BAD_ENUM, 400, "a value outside its enum", "body"),
-    ErrorCode(codec.TOO_LONG, 400, "a string, array or map over its maximum", "body"),
-    ErrorCode(codec.TOO_SHORT, 400, "a string or array under its minimum", "body"),
-    ErrorCode(codec.BAD_PATTERN, 400, "a string that does not match its pattern", "body"),
+    ErrorCode(codec.BAD_ENUM, 400, "a value outside its enum", "input"),
+    ErrorCode(codec.TOO_LONG, 400, "a string, array, map or query string over its maximum", "input"),
+    ErrorCode(codec.TOO_SHORT, 400, "a string or array under its minimum", "input"),
+    ErrorCode(codec.BAD_PATTERN, 400, "a string that does not match its pattern", "input"),
     ErrorCode(codec.BAD_BASE64, 400, "a token or content that is not canonical base64", "body"),
     ErrorCode("not_found", 404, "missing, or another Project's or another Worker's object"),
     ErrorCode(
         "denied", 403, "admission denied: the subject's role does not allow this, or the Project is archived", "user"
     ),
     ErrorCode("approval_required", 403, FENCE_MEANINGS["approval_required"], "user"),
-    ErrorCode("storage.unavailable", 503, "the database cannot be reached"),
+    ErrorCode(
+        "storage.unavailable",
+        503,
+        "the database cannot be reached, is shutting down, refuses connections or is read-only (a failover); retry it",
+    ),
+    ErrorCode(
+        "storage.conflict",
+        503,
+        "the transaction kept conflicting with concurrent ones (serialization failure or deadlock) after the"
+        " shell's own retries; retry it",
+    ),
     ErrorCode("internal.bad_projection", 503, "the database answered outside the response contract (never forwarded)"),
-    ErrorCode("internal.error", 500, "a bug in the shell (logged with its type only)"),
+    ErrorCode(
+        "internal.error",
+        500,
+        "a bug: in the shell (logged with its type only) or a database error that is not about availability"
+        " or conflict (logged with its SQLSTATE only)",
+    ),
 )
 ERROR_CODES: Final[tuple[str, ...]] = tuple(ERRORS)
 
 
-def route_errors(audience: str, *, body: bool) -> tuple[ErrorCode, ...]:
-    """The codes a route can answer: its audience ("worker-open", "worker" or "user"), and whether it takes a body."""
-    scopes = (*SCOPES[audience], *(("body",) if body else ()))
+def route_errors(audience: str, *, body: bool, query: bool = False) -> tuple[ErrorCode, ...]:
+    """The codes a route can answer: its audience ("worker-open", "worker" or "user"), and whether it takes a body
+    or query parameters."""
+    scopes = (*SCOPES[audience], *(("body",) if body else ()), *(("input",) if body or query else ()))
     return tuple(error for error in ERRORS.values() if error.scope in scopes)
 
 

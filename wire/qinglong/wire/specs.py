@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # 32 random bytes, base64url without padding: 42 free characters and a last one whose two low bits are 0.
 BASE64URL_32_PATTERN = "[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]"
+# A user's bearer token as the shell accepts it (RFC 6750 token68, 16..512 characters + padding).
+BEARER_TOKEN_PATTERN = "[A-Za-z0-9._~+/-]{16,512}=*"  # noqa: S105  (a syntax, not a secret)
 _UUID = re.compile(UUID_PATTERN)
 _BASE64URL_32 = re.compile(BASE64URL_32_PATTERN)
 _BASE64 = re.compile("(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")

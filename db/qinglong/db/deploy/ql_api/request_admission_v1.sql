@@ -9,9 +9,13 @@ set local role ql_owner;
 -- Decisions: allow | deny | require_approval (an agent asking run.stop always needs a human).
 -- A subject without an active binding sees the project as missing (deny, reason project.not_found),
 -- so projects cannot be enumerated. The bearer token itself never reaches the database.
--- Lock order: none (reads; one insert).
+-- Unauthenticated (an unknown token, auth.unknown_token; a disabled subject, auth.subject_disabled): deny
+-- with no audit row and no write at all, so a flood of them costs one index read each (decision 0006;
+-- the shell's metric and log line record them). Every decision about an active subject is audited.
+-- Lock order: none (reads; at most one insert).
 -- Returns {"decision","reason","subjectId","subjectKind","projectVersion","bindingVersion","auditId"}
---   | {"status":"invalid","reason"} (a shell bug: nothing is audited).
+--   (auditId the nil uuid when nothing was audited: the answer keeps its @v0.1.0 shape, so a shell of the
+--   previous release still reads it) | {"status":"invalid","reason"} (a shell bug: nothing is audited).
 -- signature: ql_api.request_admission_v1(bytea, uuid, text, text, text)
 -- grant execute: ql_runtime
 create or replace function ql_api.request_admission_v1(
@@ -46,14 +50,19 @@ begin
   end if;
 
   select * into v_subject from ql.subjects s where s.token_digest = p_token_digest;
+  if v_subject.id is null or v_subject.status <> 'active' then
+    return jsonb_build_object(
+      'decision', 'deny',
+      'reason', case when v_subject.id is null then 'auth.unknown_token' else 'auth.subject_disabled' end,
+      'subjectId', v_subject.id, 'subjectKind', v_subject.kind, 'projectVersion', null, 'bindingVersion', null,
+      'auditId', '00000000-0000-0000-0000-000000000000');
+  end if;
   select * into v_project from ql.projects p where p.id = p_project_id;
   select * into v_binding from ql.role_bindings b
    where b.project_id = p_project_id and b.subject_id = v_subject.id and b.active;
 
   select d.decision, d.reason into v_decision, v_reason from (values (
     case
-      when v_subject.id is null then 'deny'
-      when v_subject.status <> 'active' then 'deny'
       when v_project.id is null or v_binding.project_id is null then 'deny'
       when v_project.status <> 'active' and p_permission <> 'run.read' then 'deny'
       when not ql.role_allows(v_binding.role, p_permission) then 'deny'
@@ -61,8 +70,6 @@ begin
       else 'allow'
     end,
     case
-      when v_subject.id is null then 'auth.unknown_token'
-      when v_subject.status <> 'active' then 'auth.subject_disabled'
       when v_project.id is null or v_binding.project_id is null then 'project.not_found'
       when v_project.status <> 'active' and p_permission <> 'run.read' then 'project.archived'
       when not ql.role_allows(v_binding.role, p_permission) then 'role.insufficient'
@@ -84,8 +91,9 @@ $$;
 
 comment on function ql_api.request_admission_v1(bytea, uuid, text, text, text) is
 'Authenticates a bearer-token digest, decides allow | deny | require_approval for (project, permission) and commits '
-'one security_audit row. Reasons: ok, auth.unknown_token, auth.subject_disabled, project.not_found, project.archived, '
-'role.insufficient, agent.approval_required. invalid (nothing audited) for malformed arguments. Raises nothing on input.';
+'one security_audit row for an active subject. Reasons: ok, project.not_found, project.archived, role.insufficient, '
+'agent.approval_required; auth.unknown_token and auth.subject_disabled deny and write nothing (auditId the nil uuid, '
+'decision 0006). invalid (nothing audited) for malformed arguments. Raises nothing on input.';
 revoke all on function ql_api.request_admission_v1(bytea, uuid, text, text, text) from public;
 grant execute on function ql_api.request_admission_v1(bytea, uuid, text, text, text) to ql_runtime;
 

@@ -1,5 +1,145 @@
 -- Revert qinglong:ql_api/offer_pull_v1 from pg
+-- RESTORES the previous instance: the body of deploy/ql_api/offer_pull_v1@v0.1.0.sql with its grants,
+-- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-drop function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid);
+revoke all on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) from public, ql_runtime, ql_scheduler, ql_readonly;
+
+-- ql_api.offer_pull_v1: offer the oldest queued Run of the Worker's pool (qinglong/remote-offer@v1).
+-- Creates the Attempt (claimed), its Lease (generation = attempt number, version 1, the token's
+-- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK.
+-- The shell makes the raw token and passes only its digest; the token never reaches the database.
+-- offeredAtMs is the database time of this answer: the Worker's first local Lease expiry is its
+-- pull's send instant + leaseExpiresAtMs - offeredAtMs (never later than the database's).
+-- Replay of a lost answer: a pull carries the id the Worker persisted before sending it. A pull
+-- whose id already made an offer of this Worker claims nothing new: while that Attempt is still
+-- claimed at lease version 1 with a live Lease, it answers the same offer with the Lease's token
+-- digest moved to this request's (the first token never arrived) and offeredAtMs = now, so the time
+-- left is what remains; otherwise {"status":"empty","reason":"pull_spent"}. NULL: no replay.
+-- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) →
+--   run (FOR UPDATE SKIP LOCKED; the offerable predicate lives on the run row, so a pull racing a
+--   commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
+--   Attempt → attempt → lease (the order of ql.attempt_fence, which takes the session FOR KEY SHARE:
+--   no conflict with this session lock).
+-- Returns {"status":"offered","offer":{…,"plan":{…}}}
+--   | {"status":"empty","reason":"no_work"|"at_capacity"|"pull_spent"}
+--   | {"status":"invalid"|"fenced","reason"}.
+-- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
+-- grant execute: ql_runtime
+create or replace function ql_api.offer_pull_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_token_digest bytea,
+  p_pull_id uuid default null
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_session ql.worker_sessions;
+  v_pool text;
+  v_now bigint;
+  v_run ql.runs;
+  v_plan jsonb;
+  v_attempt ql.run_attempts;
+  v_lease ql.run_leases;
+  v_offer ql.offers;
+begin
+  if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
+  if p_session_id is null then return ql.outcome('invalid', 'session_id'); end if;
+  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+    return ql.outcome('invalid', 'worker_generation');
+  end if;
+  if p_token_digest is null or octet_length(p_token_digest) <> 32 then
+    return ql.outcome('invalid', 'token_digest');
+  end if;
+
+  select * into v_session from ql.worker_sessions s where s.id = p_session_id for no key update;
+  v_now := ql.now_ms();
+  if v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live' then
+    return ql.outcome('fenced', 'stale_session');
+  end if;
+  if v_session.expires_at_ms <= v_now then return ql.outcome('fenced', 'session_expired'); end if;
+  if v_session.worker_generation <> p_worker_generation then
+    return ql.outcome('fenced', 'stale_generation');
+  end if;
+  -- The session was opened under the Worker's generation; disabling or re-enrolling the Worker
+  -- stops new work at once, even before its live session is closed.
+  select w.pool into v_pool from ql.workers w
+   where w.id = p_worker_id and w.status = 'active' and w.generation = p_worker_generation;
+  if v_pool is null then return ql.outcome('fenced', 'worker_disabled'); end if;
+  select * into v_offer from ql.offers o where o.worker_id = p_worker_id and o.pull_id = p_pull_id;
+  if found then   -- the replay of a pull whose answer was lost: never a second claim
+    perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(v_offer.attempt_id));
+    select * into v_attempt from ql.run_attempts a where a.id = v_offer.attempt_id for no key update;
+    select * into v_lease from ql.run_leases l where l.attempt_id = v_offer.attempt_id for no key update;
+    v_now := ql.now_ms();
+    if v_attempt.status <> 'claimed' or v_lease.version <> 1 or v_lease.expires_at_ms <= v_now then
+      return ql.outcome('empty', 'pull_spent');
+    end if;
+    update ql.run_leases l set token_digest = p_token_digest where l.attempt_id = v_attempt.id;
+    select * into v_run from ql.runs r where r.id = v_attempt.run_id;
+  else
+    if (select count(*) from ql.run_attempts a
+        where a.worker_id = p_worker_id and a.status in ('claimed', 'starting', 'running')) >= v_session.capacity then
+      return ql.outcome('empty', 'at_capacity');
+    end if;
+
+    select * into v_run from ql.runs r
+     where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
+       and r.cancel_requested_at_ms is null and r.attempt_count < 100
+     order by r.queued_at_ms, r.id
+     limit 1
+     for update skip locked;
+    if v_run.id is null then return ql.outcome('empty', 'no_work'); end if;
+
+    v_now := ql.now_ms();
+
+    insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms)
+    values (v_run.id, v_run.attempt_count + 1, 'claimed', p_worker_id, p_worker_generation,
+            gen_random_uuid(), v_now)
+    returning * into v_attempt;
+    insert into ql.run_leases (attempt_id, lease_generation, token_digest, renewed_at_ms, expires_at_ms)
+    select v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_now + st.offer_ttl_ms from ql.settings st
+    returning * into v_lease;
+    insert into ql.offers (id, attempt_id, worker_id, session_id, created_at_ms, expires_at_ms, pull_id)
+    values (v_attempt.offer_id, v_attempt.id, p_worker_id, p_session_id, v_now, v_lease.expires_at_ms, p_pull_id)
+    returning * into v_offer;
+    update ql.runs r set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no
+     where r.id = v_run.id;
+    perform ql.run_event(
+      v_run.id, null, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
+      jsonb_build_object('attemptNo', v_attempt.attempt_no, 'workerId', p_worker_id,
+                         'offerId', v_offer.id, 'offerExpiresAtMs', v_offer.expires_at_ms),
+      v_now, 'attempt.claimed:' || v_attempt.id::text);
+  end if;
+
+  select t.plan_json into strict v_plan from ql.task_execution_revisions t where t.id = v_run.task_revision_id;
+  return jsonb_build_object('status', 'offered', 'offer', jsonb_build_object(
+    'offerId', v_offer.id,
+    'projectId', v_run.project_id,
+    'runId', v_run.id,
+    'attemptId', v_attempt.id,
+    'attemptNo', v_attempt.attempt_no,
+    'leaseGeneration', v_lease.lease_generation,
+    'leaseVersion', v_lease.version,
+    'offeredAtMs', v_now,
+    'leaseExpiresAtMs', v_lease.expires_at_ms,
+    'offerExpiresAtMs', v_offer.expires_at_ms,
+    'plan', v_plan));
+end;
+$$;
+
+comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) is
+'Claims the oldest offerable Run of the Worker''s pool for this session. Results: offered '
+'(or, for a replayed pull id, the same offer with this request''s token digest) | empty (no_work, at_capacity, '
+'pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, worker_disabled: disabled or '
+'re-enrolled). The lease token digest is stored, never returned.';
+revoke all on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) from public;
+grant execute on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) to ql_runtime;
+
 commit;

@@ -1,0 +1,60 @@
+-- ql_api.task_schedule_show_v1: a task's schedule, its next p_count fire times as the scheduler will handle them
+-- (the stored next_fire_at_ms, then each ql.cron_next after it), and its last p_count handled fire times
+-- (ql.schedule_fires, newest first). Each fire time is given in ms and as an ISO 8601 local time with its
+-- UTC offset in the schedule's zone, both computed here. Reads only. Not granted to ql_runtime (operators).
+-- Returns {"status":"scheduled","taskId","cron","timezone","overlap",
+--          "next":[{"atMs","local"}…],"last":[{"fireAtMs","local","decidedAtMs","outcome","runId","blockingRunId","caughtUp"}…]}
+--   | {"status":"unscheduled","taskId"} | {"status":"invalid","reason"} (project_id, name, limit: p_count 1..100)
+--   | {"status":"not_found","reason"} (project, task).
+-- signature: ql_api.task_schedule_show_v1(uuid, text, integer)
+create or replace function ql_api.task_schedule_show_v1(p_project_id uuid, p_name text, p_count integer default 5)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_task uuid;
+  v_schedule ql.task_schedules;
+  v_spec ql.cron_spec;
+  v_at timestamptz;
+  v_next jsonb := '[]'::jsonb;
+  v_last jsonb;
+begin
+  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
+  if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' then return ql.outcome('invalid', 'name'); end if;
+  if p_count is null or p_count not between 1 and 100 then return ql.outcome('invalid', 'limit'); end if;
+  perform 1 from ql.projects p where p.id = p_project_id and p.status = 'active';
+  if not found then return ql.outcome('not_found', 'project'); end if;
+  select t.id into v_task from ql.tasks t where t.project_id = p_project_id and t.name = p_name;
+  if v_task is null then return ql.outcome('not_found', 'task'); end if;
+  select * into v_schedule from ql.task_schedules s where s.task_id = v_task;
+  if v_schedule.task_id is null then
+    return jsonb_build_object('status', 'unscheduled', 'taskId', v_task);
+  end if;
+
+  v_spec := (ql.cron_parse(v_schedule.cron)).spec;
+  v_at := pg_catalog.to_timestamp(v_schedule.next_fire_at_ms / 1000.0);
+  for i in 1..p_count loop
+    v_next := v_next || jsonb_build_object('atMs', (extract(epoch from v_at) * 1000)::bigint,
+                                           'local', ql.local_iso(v_at, v_schedule.timezone));
+    v_at := ql.cron_next(v_spec, v_schedule.timezone, v_at);
+  end loop;
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'fireAtMs', f.fire_at_ms,
+           'local', ql.local_iso(pg_catalog.to_timestamp(f.fire_at_ms / 1000.0), v_schedule.timezone),
+           'decidedAtMs', f.decided_at_ms, 'outcome', f.outcome, 'runId', f.run_id,
+           'blockingRunId', f.blocking_run_id, 'caughtUp', f.caught_up) order by f.fire_at_ms desc), '[]')
+    into v_last
+    from (select * from ql.schedule_fires f where f.task_id = v_task order by f.fire_at_ms desc limit p_count) f;
+  return jsonb_build_object('status', 'scheduled', 'taskId', v_task, 'cron', v_schedule.cron,
+                            'timezone', v_schedule.timezone, 'overlap', v_schedule.overlap, 'next', v_next,
+                            'last', v_last);
+end;
+$$;
+
+comment on function ql_api.task_schedule_show_v1(uuid, text, integer) is
+'A task''s schedule, its next p_count fire times (ms and local ISO 8601 with offset) and its last p_count handled fire '
+'times. Results: scheduled | unscheduled | invalid (project_id, name, limit) | not_found (project, task). Operators only.';
+revoke all on function ql_api.task_schedule_show_v1(uuid, text, integer) from public;

@@ -1,0 +1,38 @@
+-- Deploy qinglong:ql/run_requeue to pg
+-- FROZEN COPY of db/functions/ql/run_requeue.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql.run_requeue: a due retry_wait Run becomes queued (event run.requeued): the one path of that move.
+-- Two callers reach it: ql_api.offer_pull_v1, which offers a due retry at its retry time (actor
+-- system), and ql_api.lease_expiry_reconcile_v1's retry step (actor reconciler), for pools no Worker
+-- pulls from. The dedupe key names the Run and its Attempts spent, so the move is written once however
+-- many callers race for it. queued_at_ms becomes the move's database time; retry_at_ms is cleared.
+-- The caller holds the Run's row lock, read the Run after taking it, and passes database time.
+-- Raises QLBUG when the Run is not a due retry_wait Run without a cancel intent (an intent always wins
+-- over a retry: convergence ends such a Run).
+-- signature: ql.run_requeue(ql.runs, ql.actor_kind, bigint)
+create or replace function ql.run_requeue(p_run ql.runs, p_actor_kind ql.actor_kind, p_now_ms bigint)
+returns void
+language plpgsql
+volatile
+as $$
+begin
+  if p_run.status is distinct from 'retry_wait' or p_run.retry_at_ms > p_now_ms
+     or p_run.cancel_requested_at_ms is not null then
+    raise exception using errcode = 'QLBUG',
+      message = pg_catalog.format('ql.run_requeue: run %s is not a due retry_wait Run without an intent', p_run.id);
+  end if;
+  perform ql.run_event(p_run.id, 'queued', 'run.requeued', p_actor_kind, null, null,
+    pg_catalog.jsonb_build_object('attemptCount', p_run.attempt_count), p_now_ms,
+    'run.requeued:' || p_run.id::text || ':' || p_run.attempt_count::text);
+  update ql.runs r set queued_at_ms = p_now_ms, retry_at_ms = null where r.id = p_run.id;
+end;
+$$;
+
+comment on function ql.run_requeue(ql.runs, ql.actor_kind, bigint) is
+'Moves a due retry_wait Run without a cancel intent to queued (run.requeued, queued_at_ms = now, retry_at_ms '
+'cleared). The one writer of that move. Raises QLBUG for any other Run (a caller bug).';
+
+commit;
