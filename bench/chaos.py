@@ -430,6 +430,7 @@ class Chaos:
                 f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{certs}/ca.crt"\n'
                 f'journal = "{slot.journal}"\nwork_dir = "{slot.work_dir}"\ntick_seconds = {cfg.tick_s}\n'
                 f"page_size = 16\nshutdown_seconds = 5.0\nstop_grace_seconds = {cfg.stop_grace_s}\n"
+                + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")  # benchmarks run as root here
             )
             self.slots.append(slot)
         self._plan_runs()

@@ -1,31 +1,43 @@
 """`qinglong`: the operator's command line. Every command prints one line on failure and exits
-non-zero — 2 for bad usage or input (including a refused request), 3 when a service it needs is
-unreachable — never a traceback. `qinglong <group> <command> --help` documents each one.
+non-zero — 2 for bad usage or input (including a refused request or a TLS certificate that does not
+verify), 3 when a service it needs is unreachable — never a traceback. A reader that goes away (`| head`)
+ends it quietly with 141, as SIGPIPE ends other Unix tools. `qinglong <group> <command> --help` documents
+each one. A creating command prints the new id alone on stdout (so `X=$(qinglong … create …)` works;
+--verbose adds a sentence on stderr); --json prints the answer as one JSON document.
 Touches what each command says: the database (DBA connection from --dsn or QINGLONG_DSN), the
-shell's user API (--api, --token-file, --ca), files it is pointed at, local processes.
+shell's user API (--api, --ca, --token-file, else QINGLONG_API, QINGLONG_CA, QINGLONG_TOKEN_FILE or
+QINGLONG_TOKEN, else the client profile: $QINGLONG_CONFIG or ~/.config/qinglong/client.toml), files it is
+pointed at (it replaces none unless --force), local processes.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.metadata
 import json
 import os
 import re
 import secrets
 import subprocess
 import sys
+import tempfile
+import tomllib
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from qinglong.cli import catalogue
 from qinglong.db import sqitch
+from qinglong.wire.codec import WireError
 from qinglong.wire.common import RUN_STATUSES
+from qinglong.wire.fields import Record, Str, wire
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process SIGPIPE ended
 
 
 class Failure(Exception):
@@ -61,17 +73,54 @@ def _admin_transaction(args: argparse.Namespace, body: Callable[[Any], dict[str,
         raise Failure(str(exc)) from None
 
 
+class _ClientFile(Record):
+    """client.toml exactly (the wire contracts' field engine): an unknown key is refused, naming it.
+    Relative paths are relative to the file."""
+
+    api: str | None = wire(Str(2048, min_len=1), name="api", optional=True, default=None)
+    ca: str | None = wire(Str(4096, min_len=1), name="ca", optional=True, default=None)
+    token_file: str | None = wire(Str(4096, min_len=1), name="token_file", optional=True, default=None)
+
+
+def _profile() -> dict[str, Any]:
+    """The client profile: $QINGLONG_CONFIG (which must exist), else ~/.config/qinglong/client.toml if it exists."""
+    named = os.environ.get("QINGLONG_CONFIG")
+    path = Path(named) if named else Path.home() / ".config" / "qinglong" / "client.toml"
+    if not named and not path.is_file():
+        return {}
+    try:
+        given = _ClientFile.load_at(tomllib.loads(path.read_text()), path.name)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise Failure(f"cannot read the client profile {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except WireError as exc:
+        raise Failure(f"client profile: {exc.message}") from None
+    return {
+        "api": given.api,
+        "ca": given.ca and path.parent / given.ca,
+        "token_file": given.token_file and path.parent / given.token_file,
+    }
+
+
 def _api(args: argparse.Namespace) -> Any:
+    """The user API client: each of --api, --ca, --token-file, else its QINGLONG_* variable, else the profile."""
     from qinglong.cli.api import UserApi
 
-    token = os.environ.get("QINGLONG_TOKEN") or (args.token_file.read_text().strip() if args.token_file else "")
-    if not args.api or not token or not args.ca:
+    env = os.environ.get
+    fixed = {"api": args.api or env("QINGLONG_API"), "ca": args.ca or env("QINGLONG_CA")}
+    fixed["token_file"] = args.token_file or env("QINGLONG_TOKEN_FILE")
+    token = "" if args.token_file else env("QINGLONG_TOKEN", "")  # an explicit --token-file wins
+    if not all(fixed.values()) and not (token and fixed["api"] and fixed["ca"]):
+        profile = _profile()
+        fixed = {k: v or profile.get(k) for k, v in fixed.items()}
+    if not token and fixed["token_file"]:
+        token = Path(fixed["token_file"]).read_text().strip()
+    if not fixed["api"] or not token or not fixed["ca"]:
         raise Failure("the user API needs --api, --ca and --token-file (or QINGLONG_TOKEN)")
     if not re.fullmatch(BEARER_TOKEN_PATTERN, token):
         raise Failure(
             "the token (--token-file or QINGLONG_TOKEN) is not a bearer token: 16 to 512 of A-Z a-z 0-9 . _ ~ + / -"
         )
-    return UserApi(args.api.rstrip("/"), token, args.ca)
+    return UserApi(str(fixed["api"]).rstrip("/"), token, Path(fixed["ca"]))
 
 
 def _user_call(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -100,6 +149,36 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _created(args: argparse.Namespace, new_id: str, answer: dict[str, Any], sentence: str) -> int:
+    """What a creating command prints: the answer as JSON (--json), else the new id alone; --verbose: the sentence
+    on stderr."""
+    print(json.dumps(answer, indent=2) if args.json else new_id)
+    if args.verbose:
+        print(sentence, file=sys.stderr)
+    return 0
+
+
+def _write_new(path: Path, text: str, force: bool) -> None:
+    """`text` in a new 0600 file at `path`, atomically: a complete file or none. An existing file stays (refused)
+    unless `force`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp: mode 0600
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if path exists: no window in which another file is replaced
+            except FileExistsError:
+                raise Failure(f"{path} exists: pass --force to replace it") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 
@@ -123,6 +202,9 @@ def cmd_db(args: argparse.Namespace) -> int:
 def cmd_pki_init(args: argparse.Namespace) -> int:
     from qinglong.cli import pki
 
+    present = [name for name in ("ca.crt", "ca.key") if (args.dir / name).exists()]
+    if present and not args.force:
+        raise Failure(f"{args.dir} already holds a CA ({', '.join(present)}): pass --force to replace it")
     pki.init_ca(args.dir)
     issued = pki.issue_server(args.dir, args.host)
     print(f"CA and server certificate for {', '.join(args.host)} in {args.dir} ({issued.certificate.name})")
@@ -147,37 +229,38 @@ def cmd_worker_enroll(args: argparse.Namespace) -> int:
         pending.key.rename(args.pki / f"worker-{worker_id}.key"),
         pending.fingerprint,
     )
-    print(
+    answer = {**result, "certificate": str(issued.certificate), "key": str(issued.key)}
+    sentence = (
         f"{result['status']} worker {worker_id} generation {result['generation']}: {issued.certificate}, {issued.key}"
     )
-    return 0
+    return _created(args, worker_id, answer, sentence)
 
 
 def cmd_project_create(args: argparse.Namespace) -> int:
     result = _admin(args, "project_create_v1", args.name)
-    print(f"project {args.name}: {result['status']} {result['projectId']}")
-    return 0
+    return _created(args, result["projectId"], result, f"project {args.name}: {result['status']} {result['projectId']}")
 
 
 def cmd_subject_create(args: argparse.Namespace) -> int:
     from qinglong.cli.api import token_digest
 
+    if args.role and not args.project:
+        raise Failure("--role goes with --project (the project to bind the subject to)")
+    if args.token_file.exists() and not args.force:
+        raise Failure(f"{args.token_file} exists: pass --force to replace it")
+    _dsn(args)  # no database: refused before any file is written
     token = secrets.token_urlsafe(32)
 
-    def create(tx: Any) -> dict[str, Any]:  # the subject and its binding commit together
+    def create(tx: Any) -> dict[str, Any]:  # the subject, its binding and its token file: all or nothing
         created: dict[str, Any] = tx.call("subject_create_v1", args.kind, args.name, token_digest(token))
         if args.project:
-            tx.call("role_binding_set_v1", args.project, created["subjectId"], args.role, True)
+            tx.call("role_binding_set_v1", args.project, created["subjectId"], args.role or "operator", True)
+        _write_new(args.token_file, token + "\n", args.force)  # before the commit: a refused write rolls back
         return created
 
     result = _admin_transaction(args, create)
-    args.token_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(args.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # also when the file existed with a looser mode
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    print(f"subject {args.name} ({args.kind}) {result['subjectId']}: bearer token written to {args.token_file}")
-    return 0
+    sentence = f"subject {args.name} ({args.kind}) {result['subjectId']}: bearer token written to {args.token_file}"
+    return _created(args, result["subjectId"], result, sentence)
 
 
 def cmd_task_create(args: argparse.Namespace) -> int:
@@ -207,10 +290,10 @@ def cmd_task_create(args: argparse.Namespace) -> int:
         return created
 
     result = _admin_transaction(args, create)
-    print(f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})")
+    sentence = f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})"
     if "schedule" in result:
-        print("\n".join(_schedule_lines(f"task {args.name}: schedule set:", result["schedule"])))
-    return 0
+        sentence += "\n" + "\n".join(_schedule_lines(f"task {args.name}: schedule set:", result["schedule"]))
+    return _created(args, result["taskId"], result, sentence)
 
 
 def _schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
@@ -221,7 +304,7 @@ def _schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
         what = {
             "enqueued": f"run {f['runId']}",
             "skipped_overlap": f"while run {f['blockingRunId']} was not terminal",
-            "skipped_inactive": "the project is archived or the task has no revision",
+            "skipped_inactive": "the project is archived, the task is disabled or has no revision",
         }[f["outcome"]]
         lines.append(f"  last  {f['local']}  {f['outcome']}  {what}{'  (caught up)' if f['caughtUp'] else ''}")
     return lines
@@ -236,7 +319,9 @@ def cmd_task_schedule(args: argparse.Namespace) -> int:
 
     result = _admin_transaction(args, body)
     changed, shown = result["changed"], result["shown"]
-    if shown["status"] == "unscheduled":
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif shown["status"] == "unscheduled":
         verb = f"schedule {changed['status']}, " if changed else ""
         print(f"task {args.name}: {verb}no schedule")
     else:
@@ -248,14 +333,18 @@ def cmd_task_schedule(args: argparse.Namespace) -> int:
 def cmd_run_enqueue(args: argparse.Namespace) -> int:
     api = _api(args)
     result = _user_call(lambda: api.enqueue(args.project, args.task))
-    print(f"run {result['runId']}: {result['status']}")
+    print(json.dumps(result, indent=2) if args.json else f"run {result['runId']}: {result['status']}")
     return 0
 
 
 def cmd_run_cancel(args: argparse.Namespace) -> int:
     api = _api(args)
     result = _user_call(lambda: api.cancel(args.project, args.run))
-    print(f"run {args.run}: {result['status']} (status {result['runStatus']})")
+    print(
+        json.dumps(result, indent=2)
+        if args.json
+        else f"run {args.run}: {result['status']} (status {result['runStatus']})"
+    )
     return 0
 
 
@@ -342,6 +431,11 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     top = _Parser(prog="qinglong", description="Qinglong remote worker control: operator commands")
+    try:
+        version = importlib.metadata.version("qinglong-control")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    top.add_argument("--version", action="version", version=f"qinglong {version}", help="print the version and exit")
     groups = top.add_subparsers(dest="group", required=True, parser_class=_Parser)
 
     def group(name: str, text: str) -> Any:
@@ -351,10 +445,15 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--dsn", help="DBA connection string (default: QINGLONG_DSN)")
 
     def api(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--api", help="user API origin, https://host:port")
-        p.add_argument("--ca", type=Path, help="CA certificate that signed the shell's certificate")
-        p.add_argument("--token-file", type=Path, help="file holding your bearer token (or QINGLONG_TOKEN)")
+        p.add_argument("--api", help="user API origin, https://host:port (default: QINGLONG_API, then the profile)")
+        p.add_argument("--ca", type=Path, help="CA certificate that signed the shell's certificate (QINGLONG_CA)")
+        p.add_argument("--token-file", type=Path, help="file holding your bearer token (QINGLONG_TOKEN_FILE)")
         p.add_argument("--project", type=_uuid, required=True, help="project id")
+        p.add_argument("--json", action="store_true", help="print the answer as one JSON document")
+
+    def creating(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print the answer as one JSON document, not the id")
+        p.add_argument("--verbose", action="store_true", help="also print a sentence on stderr")
 
     db = group("db", "deploy, verify, revert or inspect the schema with sqitch (the installed plan)")
     for name, text in (
@@ -373,15 +472,17 @@ def parser() -> argparse.ArgumentParser:
     p = pki.add_parser("init", help="create a CA and the shell's server certificate")
     p.add_argument("--dir", type=Path, required=True, help="folder for ca.crt/ca.key/server.crt/server.key")
     p.add_argument("--host", action="append", required=True, help="server DNS name or IP (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace a CA the folder already holds")
     p.set_defaults(handler=cmd_pki_init)
 
     worker = group("worker", "enrol and run Workers")
     p = worker.add_parser("enroll", help="issue a client certificate and enrol (or re-enrol) a Worker")
     dsn(p)
     p.add_argument("--pki", type=Path, required=True, help="the folder of `qinglong pki init`")
-    p.add_argument("--name", required=True)
-    p.add_argument("--pool", default="default")
+    p.add_argument("--name", required=True, help="a name for people (1 to 200 characters)")
+    p.add_argument("--pool", default="default", help="the pool it takes Runs of (default: default)")
     p.add_argument("--id", type=_uuid, help="re-enrol this Worker id (bumps its generation)")
+    creating(p)
     p.set_defaults(handler=cmd_worker_enroll)
     p = worker.add_parser("run", help="run a Worker until SIGTERM")
     p.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.worker.run)")
@@ -390,37 +491,41 @@ def parser() -> argparse.ArgumentParser:
     project = group("project", "projects")
     p = project.add_parser("create", help="create a project (idempotent by name)")
     dsn(p)
-    p.add_argument("name")
+    p.add_argument("name", help="the project's name")
+    creating(p)
     p.set_defaults(handler=cmd_project_create)
 
     subject = group("subject", "users and agents of the user API")
     p = subject.add_parser("create", help="create a subject, write its new bearer token to a 0600 file")
     dsn(p)
-    p.add_argument("--kind", choices=("user", "agent"), default="user")
-    p.add_argument("--name", required=True)
-    p.add_argument("--token-file", type=Path, required=True)
-    p.add_argument("--project", type=_uuid, help="bind to this project…")
-    p.add_argument("--role", choices=("owner", "admin", "operator", "viewer"), default="operator", help="…as")
+    p.add_argument("--kind", choices=("user", "agent"), default="user", help="a person or a program (default user)")
+    p.add_argument("--name", required=True, help="the subject's name")
+    p.add_argument("--token-file", type=Path, required=True, help="the new 0600 file for its bearer token")
+    p.add_argument("--force", action="store_true", help="replace an existing token file")
+    p.add_argument("--project", type=_uuid, help="bind it to this project…")
+    p.add_argument("--role", choices=("owner", "admin", "operator", "viewer"), help="…as (default operator)")
+    creating(p)
     p.set_defaults(handler=cmd_subject_create)
 
     task = group("task", "tasks, their immutable revisions and their schedules")
     p = task.add_parser("create", help="create a task, or give it a new revision")
     dsn(p)
-    p.add_argument("--project", type=_uuid, required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--timeout-ms", type=_positive)
-    p.add_argument("--max-attempts", type=_positive)
-    p.add_argument("--retry-backoff-ms", type=int)
-    p.add_argument("--pool")
-    p.add_argument("--env", action="append", metavar="NAME=VALUE")
+    p.add_argument("--project", type=_uuid, required=True, help="project id")
+    p.add_argument("--name", required=True, help="the task's name (a new plan under it is a new revision)")
+    p.add_argument("--timeout-ms", type=_positive, help="how long one attempt may run")
+    p.add_argument("--max-attempts", type=_positive, help="attempts of one Run, retries included")
+    p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry")
+    p.add_argument("--pool", help="only Workers of this pool run it")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable)")
     p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
     p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
     p.add_argument("argv", nargs="+", help="the command, after --")
+    creating(p)
     p.set_defaults(handler=cmd_task_create)
     p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
     dsn(p)
-    p.add_argument("--project", type=_uuid, required=True)
+    p.add_argument("--project", type=_uuid, required=True, help="project id")
     p.add_argument("--name", required=True, help="the task's name")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
@@ -430,21 +535,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", choices=("skip", "allow"), default="skip",
                    help="skip (default) or allow a fire time while a Run of the task is not terminal")  # fmt: skip
     p.add_argument("--count", type=_positive, default=5, help="how many next and last fire times to print (1..100)")
+    p.add_argument("--json", action="store_true", help="print the change and the schedule as one JSON document")
     p.set_defaults(handler=cmd_task_schedule)
 
     run = group("run", "Runs, through the user API")
     p = run.add_parser("enqueue", help="queue a Run of a task")
     api(p)
-    p.add_argument("--task", type=_uuid, required=True)
+    p.add_argument("--task", type=_uuid, required=True, help="the task's id")
     p.set_defaults(handler=cmd_run_enqueue)
     p = run.add_parser("cancel", help="ask to cancel a Run (reason user)")
     api(p)
-    p.add_argument("--run", type=_uuid, required=True)
+    p.add_argument("--run", type=_uuid, required=True, help="the Run's id")
     p.set_defaults(handler=cmd_run_cancel)
     p = run.add_parser("show", help="a Run's event timeline")
     api(p)
-    p.add_argument("--run", type=_uuid, required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--run", type=_uuid, required=True, help="the Run's id")
     p.set_defaults(handler=cmd_run_show)
     p = run.add_parser("list", help="a project's Runs, newest first, one page at a time")
     api(p)
@@ -454,28 +559,37 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--until", type=_instant_ms, metavar="ISO", help="created before (no offset: UTC)")
     p.add_argument("--limit", type=_positive, help="Runs per page, at most 100 (default 50)")
     p.add_argument("--cursor", help="the next page: the cursor the previous page printed")
-    p.add_argument("--json", action="store_true", help="the page as one JSON document (qinglong/run-list@v1)")
     p.set_defaults(handler=cmd_run_list)
 
     p = groups.add_parser("converge", help="one convergence cycle (what pg_cron runs every minute)")
     dsn(p)
-    p.add_argument("--once", action="store_true", required=True)
-    p.add_argument("--page-size", type=_positive, default=64)
-    p.add_argument("--max-pages", type=_positive, default=16)
-    p.add_argument("--grace-ms", type=int, default=30000)
+    p.add_argument("--once", action="store_true", required=True, help="one cycle (the only mode)")
+    p.add_argument("--page-size", type=_positive, default=64, help="Runs per page (default 64)")
+    p.add_argument("--max-pages", type=_positive, default=16, help="pages in this cycle at most (default 16)")
+    p.add_argument(
+        "--grace-ms",
+        type=int,
+        default=30000,
+        help="how long past its lease expiry a running Attempt is declared lost (default 30000)",
+    )
     p.set_defaults(handler=cmd_converge)
 
     shell = group("shell", "the HTTPS shell")
     p = shell.add_parser("serve", help="serve the worker ingress, user API and admin listeners")
     p.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.shell.config)")
     p.set_defaults(handler=cmd_shell_serve)
+    catalogue.add_commands(worker, project, subject, task, group, dsn, _admin_transaction)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         code: int = args.handler(args)
+        sys.stdout.flush()  # here, so a reader that went away is seen here
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail again
+        return EXIT_BROKEN_PIPE
     except Failure as failure:
         print(f"qinglong: {failure}", file=sys.stderr)
         return failure.code

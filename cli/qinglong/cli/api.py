@@ -29,7 +29,12 @@ class Unreachable(Exception):
 
 
 class BadCa(Exception):
-    """The CA file is missing or is not a certificate (bad input, not an outage)."""
+    """The CA file is missing, is not a certificate, or did not verify the shell's certificate (bad input, not an
+    outage: the message of a verification failure starts with "TLS: certificate verify failed")."""
+
+
+def _untrusted(exc: ssl.SSLCertVerificationError, ca: Path) -> BadCa:
+    return BadCa(f"TLS: certificate verify failed: {exc.verify_message or exc.reason} (CA file {ca})")
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,13 @@ class UserApi:
             except ValueError:
                 code = "unknown"
             raise ApiError(exc.code, str(code)) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except ssl.SSLCertVerificationError as exc:
+            raise _untrusted(exc, self.ca) from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                raise _untrusted(exc.reason, self.ca) from None
+            raise Unreachable(str(exc.reason)) from None
+        except OSError as exc:
             raise Unreachable(str(getattr(exc, "reason", exc))) from None
 
     def enqueue(self, project_id: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:

@@ -150,7 +150,9 @@ class Demo:
             f'origin = "https://127.0.0.1:{worker_port}"\nworker_id = "{worker_id}"\ngeneration = 1\ncapacity = 4\n'
             f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{certs}/ca.crt"\n'
             f'journal = "{root}/worker/inbox.sqlite"\nwork_dir = "{root}/worker/runs"\ntick_seconds = 0.5\n'
-            "stop_grace_seconds = 2.0\n"
+            "stop_grace_seconds = 2.0\n" + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
+            # A Worker refuses tasks that would run as root unless told: the demo runs as root on a
+            # throw-away machine (docs/operations.md §5, "Where and as whom a task runs").
         )
         worker_argv = [sys.executable, "-m", "qinglong.worker", "run", "--config", str(root / "worker.toml")]
         self.spawn("worker", worker_argv)

@@ -1,7 +1,9 @@
 -- ql.plan_is_valid: the shape of a task revision's plan_json, used by its CHECK constraint.
 -- argv: non-empty array of 1..256 strings; env: object of strings (optional); timeoutMs: integer
 -- 1..2^31-1 or absent (no timeout); maxAttempts: integer 1..100 (default 1); retryBackoffMs:
--- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"). No other keys.
+-- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"); cwd: 1..4096
+-- chars (optional; the Worker decides where it points); user, group: names [a-z_][a-z0-9_-]{0,31}
+-- (optional; the Worker decides whether it may switch to them). No other keys.
 -- signature: ql.plan_is_valid(jsonb)
 create or replace function ql.plan_is_valid(p_plan jsonb)
 returns boolean
@@ -10,7 +12,8 @@ immutable
 strict
 parallel safe
 return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
-  and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool')), true)
+  and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool', 'cwd', 'user',
+                                              'group')), true)
        from pg_catalog.jsonb_object_keys(p_plan) as k)
   and pg_catalog.jsonb_typeof(p_plan -> 'argv') = 'array'
   and pg_catalog.jsonb_array_length(p_plan -> 'argv') between 1 and 256
@@ -34,7 +37,16 @@ return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
         and (p_plan ->> 'retryBackoffMs')::bigint between 0 and 2147483647))
   and (not p_plan ? 'pool' or (
         pg_catalog.jsonb_typeof(p_plan -> 'pool') = 'string'
-        and (p_plan ->> 'pool') ~ '^[a-z0-9_-]{1,64}$')), false);
+        and (p_plan ->> 'pool') ~ '^[a-z0-9_-]{1,64}$'))
+  and (not p_plan ? 'cwd' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'cwd') = 'string'
+        and pg_catalog.char_length(p_plan ->> 'cwd') between 1 and 4096))
+  and (not p_plan ? 'user' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'user') = 'string'
+        and (p_plan ->> 'user') ~ '^[a-z_][a-z0-9_-]{0,31}$'))
+  and (not p_plan ? 'group' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'group') = 'string'
+        and (p_plan ->> 'group') ~ '^[a-z_][a-z0-9_-]{0,31}$')), false);
 
 comment on function ql.plan_is_valid(jsonb) is
 'True when a task revision plan has exactly the documented shape (see the file header), else false (never NULL, '

@@ -13,7 +13,7 @@
 -- Outcomes: enqueued (a Run, exactly as ql_api.run_enqueue_v1 queues one: status queued, pinned to the task's
 -- current revision, event run.queued, here with actor system and the fire time in its payload);
 -- skipped_overlap (the schedule says skip and a Run of the task is not terminal); skipped_inactive (the
--- Project is archived, or the task has no current revision). Skips are rows of ql.schedule_fires.
+-- Project is archived, the task is disabled, or it has no current revision). Skips are rows of ql.schedule_fires.
 -- Lock order: schedule (FOR NO KEY UPDATE SKIP LOCKED) → project (FOR SHARE) → task (FOR SHARE) → the new Run.
 -- A stored expression that no longer parses is a bug (QLBUG): ql_api.task_schedule_set_v1 stores only what
 -- ql.cron_parse accepts.
@@ -73,7 +73,7 @@ begin
     v_active := coalesce(v_active, false);
     select r.* into v_revision
       from ql.tasks t join ql.task_execution_revisions r on r.id = t.current_revision_id
-     where t.id = v_schedule.task_id
+     where t.id = v_schedule.task_id and t.status = 'active'
        for share of t;
     v_blocker := null;
     v_run := null;

@@ -1,13 +1,25 @@
--- ql.plan_is_valid: the exact shape of a task revision plan (argv, env, timeoutMs, maxAttempts, retryBackoffMs, pool).
+-- ql.plan_is_valid: the exact shape of a task revision plan (argv, env, timeoutMs, maxAttempts, retryBackoffMs,
+-- pool, cwd, user, group).
 begin;
 \ir ../fixtures.psql
-select plan(15);
+select plan(24);
 
 select pg_temp.mk_revision(pg_temp.mk_project()) as rev \gset
 
 select ok(ql.plan_is_valid('{"argv": ["true"]}'), 'argv alone is a plan (no timeout)');
-select ok(ql.plan_is_valid('{"argv": ["sh", "-c", "x"], "env": {"A": "1"}, "timeoutMs": 5000, "maxAttempts": 3, "retryBackoffMs": 0, "pool": "edge-1"}'),
+select ok(ql.plan_is_valid('{"argv": ["sh", "-c", "x"], "env": {"A": "1"}, "timeoutMs": 5000, "maxAttempts": 3, "retryBackoffMs": 0, "pool": "edge-1", "cwd": "out/x", "user": "nobody", "group": "_build-1"}'),
           'every documented key');
+select ok(ql.plan_is_valid('{"argv": ["true"], "cwd": "/srv/data"}'), 'an absolute cwd is a shape the Worker may allow');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "cwd": ""}'), 'an empty cwd is refused');
+select ok(not ql.plan_is_valid(pg_catalog.jsonb_build_object('argv', '["true"]'::jsonb, 'cwd', pg_catalog.repeat('a', 4097))),
+          'a cwd over 4096 chars is refused');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "cwd": 1}'), 'cwd is a string');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "user": "Root"}'), 'a user name is [a-z_][a-z0-9_-]*');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "user": "1000"}'), 'a user is a name, not a uid');
+select ok(not ql.plan_is_valid(pg_catalog.jsonb_build_object('argv', '["true"]'::jsonb, 'user', pg_catalog.repeat('a', 33))),
+          'a user name over 32 chars is refused');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "group": "a b"}'), 'a group name is [a-z_][a-z0-9_-]*');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "group": null}'), 'group is a string');
 select ok(not ql.plan_is_valid('{}'), 'argv is required');
 select is(ql.plan_is_valid('{"argv": null}'), false, 'the check answers false, never NULL (a CHECK lets NULL pass)');
 select ok(not ql.plan_is_valid('{"argv": []}'), 'argv is not empty');

@@ -197,9 +197,9 @@ select is(pg_temp.refused(:'p', 'build', '"make"'),
   '{"reason": "plan", "status": "invalid"} and nothing changed', 'a plan that is a string is invalid and nothing changes');
 select is(pg_temp.refused(:'p', 'build', '{}'),
   '{"reason": "plan", "status": "invalid"} and nothing changed', 'a plan without argv is invalid and nothing changes');
-select is(pg_temp.refused(:'p', 'build', '{"argv": ["true"], "cwd": "/tmp"}'),
+select is(pg_temp.refused(:'p', 'build', '{"argv": ["true"], "shell": "/bin/sh"}'),
   '{"reason": "plan", "status": "invalid"} and nothing changed',
-  'a plan with an unknown key (cwd) is invalid and nothing changes');
+  'a plan with an unknown key (shell) is invalid and nothing changes');
 select is(pg_temp.refused(:'p', 'build', '{"argv": ["true"], "TimeoutMs": 5}'),
   '{"reason": "plan", "status": "invalid"} and nothing changed',
   'keys are exact: TimeoutMs is an unknown key, invalid, nothing changes');

@@ -66,13 +66,27 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("worker",),
     ("worker", "enroll"),
     ("worker", "run"),
+    ("worker", "list"),
+    ("worker", "disable"),
+    ("worker", "enable"),
     ("project",),
     ("project", "create"),
+    ("project", "list"),
     ("subject",),
     ("subject", "create"),
+    ("subject", "list"),
+    ("subject", "disable"),
+    ("subject", "enable"),
     ("task",),
     ("task", "create"),
     ("task", "schedule"),
+    ("task", "list"),
+    ("task", "show"),
+    ("task", "disable"),
+    ("task", "enable"),
+    ("role",),
+    ("role", "set"),
+    ("role", "revoke"),
     ("run",),
     ("run", "enqueue"),
     ("run", "cancel"),
@@ -223,16 +237,15 @@ def test_help_of_every_command_exits_0(command: tuple[str, ...]) -> None:
 @db
 def test_project_create_is_created_then_exists_with_the_same_id(database: Database) -> None:
     dsn = database.dsn()
-    project = done(cli("project", "create", "--dsn", dsn, "cli-alpha"), rf"project cli-alpha: created ({UUID})\n")[1]
+    project = done(cli("project", "create", "--dsn", dsn, "cli-alpha"), rf"({UUID})\n")[1]  # the id alone
     assert rows(dsn, "select id::text, status, version from ql.projects where name = 'cli-alpha'") == [
         (project, "active", 1)
     ]
     before = ql_text(dsn)
-    done(cli("project", "create", "--dsn", dsn, "cli-alpha"), rf"project cli-alpha: exists {project}\n")
-    done(
-        cli("project", "create", "cli-alpha", env={"QINGLONG_DSN": dsn}),
-        rf"project cli-alpha: exists {project}\n",
-    )
+    out = cli("project", "create", "--dsn", dsn, "cli-alpha", "--verbose")
+    assert (out.code, out.stdout, out.stderr) == (0, f"{project}\n", f"project cli-alpha: exists {project}\n")
+    out = cli("project", "create", "cli-alpha", "--json", env={"QINGLONG_DSN": dsn})
+    assert json.loads(done(out, r"(?s)\{.*\}\n")[0]) == {"status": "exists", "projectId": project}
     assert ql_text(dsn) == before, "exists writes nothing"
 
 
@@ -259,7 +272,7 @@ def test_subject_create_writes_a_0600_token_and_only_its_digest_reaches_the_data
         "subject", "create", "--dsn", dsn, "--name", "alice", "--token-file", str(token_file),
         "--project", project, "--role", "viewer",
     )  # fmt: skip
-    subject = done(out, rf"subject alice \(user\) ({UUID}): bearer token written to {re.escape(str(token_file))}\n")[1]
+    subject = done(out, rf"({UUID})\n")[1]
 
     assert mode(token_file) == 0o600, oct(mode(token_file))
     text = token_file.read_text()
@@ -286,21 +299,32 @@ def test_subject_create_writes_a_0600_token_and_only_its_digest_reaches_the_data
 
     # An agent without a Project: no binding, its own token.
     agent_file = tmp_path / "robot.token"
-    agent = done(
-        cli("subject", "create", "--dsn", dsn, "--kind", "agent", "--name", "robot", "--token-file", str(agent_file)),
-        rf"subject robot \(agent\) ({UUID}): bearer token written to {re.escape(str(agent_file))}\n",
-    )[1]
+    out = cli(
+        "subject", "create", "--dsn", dsn, "--kind", "agent", "--name", "robot", "--token-file", str(agent_file),
+        "--verbose",
+    )  # fmt: skip
+    agent = out.stdout.strip()
+    assert out.code == 0 and re.fullmatch(UUID, agent), out
+    assert out.stderr == f"subject robot (agent) {agent}: bearer token written to {agent_file}\n"
     assert agent_file.read_text().strip() != token
     assert rows(dsn, "select count(*) from ql.role_bindings where subject_id = %s", (agent,)) == [(0,)]
 
 
 @db
-def test_subject_create_makes_an_existing_token_file_0600(database: Database, tmp_path: Path) -> None:
+def test_subject_create_replaces_an_existing_token_file_only_with_force(database: Database, tmp_path: Path) -> None:
+    dsn = database.dsn()
     token_file = tmp_path / "bob.token"
     token_file.write_text("an old token\n")
     token_file.chmod(0o644)
-    out = cli("subject", "create", "--dsn", database.dsn(), "--name", "bob", "--token-file", str(token_file))
+    before = ql_text(dsn)
+    out = cli("subject", "create", "--dsn", dsn, "--name", "bob", "--token-file", str(token_file))
+    assert refused(out, 2) == f"qinglong: {token_file} exists: pass --force to replace it"
+    assert token_file.read_text() == "an old token\n" and mode(token_file) == 0o644
+    assert ql_text(dsn) == before, "no subject without its token file"
+
+    out = cli("subject", "create", "--dsn", dsn, "--name", "bob", "--token-file", str(token_file), "--force")
     assert out.code == 0, out
+    assert [p.name for p in tmp_path.iterdir()] == ["bob.token"], "no temporary file is left behind"
     assert token_file.read_text() != "an old token\n"
     assert mode(token_file) == 0o600, f"the new bearer token sits in a {oct(mode(token_file))} file"
 
@@ -327,11 +351,12 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
     dsn = database.dsn()
     project = a_project(dsn, "cli-tasks")
     out = cli(
-        "task", "create", "--dsn", dsn, "--project", project, "--name", "build", "--timeout-ms", "5000",
+        "task", "create", "--dsn", dsn, "--project", project, "--name", "build", "--timeout-ms", "5000", "--json",
         "--env", "CI=1", "--env", "OPTS=a=b", "--env", "EMPTY=", "--", "sh", "-c", "echo $CI", "--not-an-option",
     )  # fmt: skip
-    created = done(out, rf"task build: created ({UUID}) \(revision ({UUID})\)\n")
-    task, rev1 = created[1], created[2]
+    created = json.loads(done(out, r"(?s)\{.*\}\n")[0])
+    task, rev1 = created["taskId"], created["revisionId"]
+    assert created == {"status": "created", "taskId": task, "revisionId": rev1}, created
     plan1 = {
         "argv": ["sh", "-c", "echo $CI", "--not-an-option"],
         "timeoutMs": 5000,
@@ -345,7 +370,8 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
         "task", "create", "--dsn", dsn, "--project", project, "--name", "build", "--max-attempts", "3",
         "--retry-backoff-ms", "250", "--pool", "gpu", "--", "make", "-j4",
     )  # fmt: skip
-    rev2 = done(out, rf"task build: revised {task} \(revision ({UUID})\)\n")[1]
+    done(out, rf"{task}\n")  # the id alone
+    [(rev2,)] = rows(dsn, "select current_revision_id::text from ql.tasks where id = %s", (task,))
     assert rev2 != rev1
     assert rows(dsn, "select current_revision_id::text from ql.tasks where id = %s", (task,)) == [(rev2,)]
     revisions = rows(
@@ -404,9 +430,11 @@ def test_worker_enroll_writes_a_certificate_whose_der_sha256_is_enrolled(databas
     assert {p.name for p in folder.iterdir()} == {"ca.crt", "ca.key", "server.crt", "server.key"}
     assert (mode(folder / "ca.key"), mode(folder / "server.key")) == (0o600, 0o600)
 
-    out = cli("worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "builder-1", "--pool", "gpu")
-    enrolled = done(out, rf"enrolled worker ({UUID}) generation 1: (\S+\.crt), (\S+\.key)\n")
-    worker, cert_path, key_path = enrolled[1], Path(enrolled[2]), Path(enrolled[3])
+    out = cli("worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "builder-1", "--pool", "gpu", "--json")
+    enrolled = json.loads(done(out, r"(?s)\{.*\}\n")[0])
+    worker, cert_path, key_path = enrolled["workerId"], Path(enrolled["certificate"]), Path(enrolled["key"])
+    assert enrolled == {"status": "enrolled", "workerId": worker, "generation": 1,
+                        "certificate": str(cert_path), "key": str(key_path)}  # fmt: skip
     assert (cert_path, key_path) == (folder / f"worker-{worker}.crt", folder / f"worker-{worker}.key")
     assert mode(key_path) == 0o600 and mode(cert_path) == 0o644
 
@@ -420,8 +448,11 @@ def test_worker_enroll_writes_a_certificate_whose_der_sha256_is_enrolled(databas
                 (worker,)) == [("builder-1", "gpu", 1, "active", first)]  # fmt: skip
 
     # Re-enrolment: a new certificate, its fingerprint enrolled at generation 2.
-    out = cli("worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "builder-1", "--id", worker)
-    done(out, rf"reenrolled worker {worker} generation 2: {re.escape(str(cert_path))}, {re.escape(str(key_path))}\n")
+    out = cli(
+        "worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "builder-1", "--id", worker, "--verbose"
+    )
+    sentence = f"reenrolled worker {worker} generation 2: {cert_path}, {key_path}\n"
+    assert (out.code, out.stdout, out.stderr) == (0, f"{worker}\n", sentence), out
     second = der_sha256(cert_path)
     assert second != first
     assert rows(dsn, "select pool, generation, cert_fingerprint from ql.workers where id = %s", (worker,)) == [
@@ -435,8 +466,8 @@ def test_a_refused_re_enrolment_keeps_the_enrolled_certificate(database: Databas
     folder = tmp_path / "pki"
     pki_cli.init_ca(folder)
     out = cli("worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "builder-2")
-    enrolled = done(out, rf"enrolled worker ({UUID}) generation 1: (\S+), \S+\n")
-    worker, cert_path = enrolled[1], Path(enrolled[2])
+    worker = done(out, rf"({UUID})\n")[1]
+    cert_path = folder / f"worker-{worker}.crt"
     enrolled_cert = cert_path.read_bytes()
     before = ql_text(dsn)
 

@@ -47,6 +47,9 @@ PLAN = {
     "maxAttempts": 2,
     "retryBackoffMs": 0,
     "pool": POOL,
+    "cwd": "build",
+    "user": "nobody",
+    "group": "nogroup",
 }
 SECRET = bytes(32)
 ROUTE: Mapping[str, Route] = {r.name: r for r in ROUTES}

@@ -75,6 +75,9 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
         max_attempts=3,
         retry_backoff_ms=0,
         pool="default",
+        cwd="out",
+        user="nobody",
+        group="nogroup",
     ).to_obj()
     assert set(full) == {f.name for f in Plan.FIELDS}
 
@@ -84,4 +87,6 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
         return bool(row[0])
 
     assert valid(full)
-    assert not valid({**full, "cwd": "/"})
+    assert not valid({**full, "shell": True})
+    assert not valid({**full, "cwd": ""})
+    assert not valid({**full, "user": "Nobody"})

@@ -55,7 +55,7 @@ from qinglong.wire import (
 )
 from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
 from qinglong.worker.controller import LocalProcessController
-from qinglong.worker.executor import Executor
+from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
 from tests.conftest import Database as PgDatabase
@@ -527,7 +527,7 @@ class Rig:
         lc = WorkerRemoteExecutionHeadlessLifecycle(
             journal_path=self.journal_path,
             client=client if client is not None else self.client(),
-            executor=Executor(self.work_dir, stop_grace_s=grace_s),
+            executor=Executor(self.work_dir, stop_grace_s=grace_s, policy=TaskPolicy(allow_root_tasks=True)),
             controller=LocalProcessController(grace_s=grace_s),
             generation=1,
             capacity=capacity,
@@ -567,7 +567,7 @@ class Rig:
 
     # -- the Worker as a process --
 
-    def write_config(self, *, tick_seconds: float, shutdown_seconds: float = 5.0) -> Path:
+    def write_config(self, *, tick_seconds: float, shutdown_seconds: float = 5.0, extra: Sequence[str] = ()) -> Path:
         config = self.root / "worker.toml"
         config.write_text(
             "\n".join(
@@ -585,6 +585,8 @@ class Rig:
                     "page_size = 16",
                     f"shutdown_seconds = {shutdown_seconds}",
                     "stop_grace_seconds = 1.0",
+                    # these tests run as root; a Worker as root runs no task as root unless told to
+                    *(extra or ("allow_root_tasks = true",)),
                     "",
                 )
             )

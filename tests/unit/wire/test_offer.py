@@ -93,7 +93,15 @@ def test_absent_plan_keys_stay_absent() -> None:
         ({"retryBackoffMs": -1}, "wire.out_of_range"),
         ({"pool": "Default"}, "wire.bad_pattern"),
         ({"pool": ""}, "wire.too_short"),
-        ({"cwd": "/"}, "wire.unknown_field"),
+        ({"shell": True}, "wire.unknown_field"),
+        ({"cwd": ""}, "wire.too_short"),
+        ({"cwd": "x" * 4097}, "wire.too_long"),
+        ({"cwd": 1}, "wire.bad_type"),
+        ({"user": "Root"}, "wire.bad_pattern"),
+        ({"user": "1000"}, "wire.bad_pattern"),
+        ({"user": "a" * 33}, "wire.too_long"),
+        ({"group": "a b"}, "wire.bad_pattern"),
+        ({"group": None}, "wire.bad_type"),
     ],
 )
 def test_plan_bounds(plan: dict[str, Any], code: str) -> None:
@@ -104,6 +112,8 @@ def test_plan_bounds_are_inclusive() -> None:
     edge = offered(argv=["x" * 100] * ARGV_MAX_ITEMS, timeoutMs=2**31 - 1, maxAttempts=100, pool="a" * 64)
     assert isinstance(parse_offer_response(edge), OfferOffered)
     assert parse_offer_response(offered(argv=["x" * ARG_MAX_CHARS])).to_json() == offered(argv=["x" * ARG_MAX_CHARS])
+    asked = offered(cwd="/" + "x" * 4095, user="_" + "a" * 31, group="nogroup")
+    assert parse_offer_response(asked).to_json() == asked
 
 
 def test_an_env_value_never_appears_in_an_error() -> None:

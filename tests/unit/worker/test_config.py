@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.worker.executor import TaskPolicy
 from qinglong.worker.run import ConfigError, load
 
 GOOD = """origin = "https://control.example:8443"
@@ -27,6 +28,19 @@ def test_a_minimal_file_gets_the_documented_defaults(tmp_path: Path) -> None:
     assert (config.capacity, config.tick_seconds, config.page_size) == (1, 1.0, 16)
     assert (config.shutdown_seconds, config.stop_grace_seconds) == (20.0, 5.0)
     assert config.journal == tmp_path / "state/inbox.sqlite"
+    assert config.task_policy == TaskPolicy()  # no switch, no absolute cwd, no task as root
+
+
+def test_the_task_policy_keys(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    extra = ('run_as = ["nobody", "builder"]', 'run_as_groups = ["nogroup"]', "allow_absolute_cwd = true")
+    path.write_text(GOOD + "\n".join((*extra, "allow_root_tasks = true\n")))
+    assert load(path).task_policy == TaskPolicy(
+        run_as=frozenset({"nobody", "builder"}),
+        run_as_groups=frozenset({"nogroup"}),
+        allow_absolute_cwd=True,
+        allow_root_tasks=True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -38,6 +52,10 @@ def test_a_minimal_file_gets_the_documented_defaults(tmp_path: Path) -> None:
         ("capacity = true\n", "worker.toml.capacity: expected an integer"),
         ("capacity = 2.0\n", "worker.toml.capacity: expected an integer"),
         ("page_size = 65\n", "worker.toml.page_size: outside 1..64"),
+        ('run_as = "nobody"\n', "worker.toml.run_as: expected an array"),
+        ("run_as = [1000]\n", "worker.toml.run_as[0]: expected a string"),
+        ('run_as_groups = ["Wheel"]\n', "worker.toml.run_as_groups[0]: does not match [a-z_][a-z0-9_-]{0,31}"),
+        ('allow_root_tasks = "yes"\n', "worker.toml.allow_root_tasks: expected a boolean"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(tmp_path: Path, extra: str, says: str) -> None:

@@ -27,11 +27,13 @@ from pathlib import Path
 import pytest
 
 from qinglong.worker.controller import LocalProcessController
-from qinglong.worker.executor import Executor, ExecutorRefused
+from qinglong.worker.executor import Executor, ExecutorRefused, TaskPolicy
 from qinglong.worker.identity import ExitStatus, ProcessHandle, boot_id, boottime_ns, process_start_time
 from qinglong.worker.launch import recover_launch
 
 MARK_VAR = "QL_PROCESS_TEST_MARK"
+# These tests may run as root (this machine does): a root Worker runs tasks as root only when told to.
+AS_ROOT_TOO = TaskPolicy(allow_root_tasks=True)
 
 
 # ---------------------------------------------------------- /proc and file helpers (independent of the code under test)
@@ -151,7 +153,7 @@ def env(mark: str) -> dict[str, str]:
 
 @pytest.fixture
 def executor(tmp_path: Path) -> Executor:
-    return Executor(tmp_path / "work")
+    return Executor(tmp_path / "work", policy=AS_ROOT_TOO)
 
 
 Victim = Callable[..., "subprocess.Popen[bytes]"]
@@ -552,11 +554,11 @@ async def test_group_mismatch_is_unverified_and_never_signalled(victim: Victim, 
 _WORKER_SCRIPT = """
 import asyncio, json, sys, time
 from pathlib import Path
-from qinglong.worker.executor import Executor
+from qinglong.worker.executor import Executor, TaskPolicy
 
 async def main() -> None:
     env = json.loads(sys.argv[2])
-    handle = await Executor(Path(sys.argv[1])).spawn(
+    handle = await Executor(Path(sys.argv[1]), policy=TaskPolicy(allow_root_tasks=True)).spawn(
         offer_id="offer-1", launch_nonce="n1", argv=["sleep", "60"], env=env,
         timeout_ms=60000, deadline_at_ms=1_900_000_000_000,
     )
@@ -593,7 +595,9 @@ def test_wrapper_survives_the_worker_being_killed(tmp_path: Path, env: dict[str,
     assert running(task)
     assert asyncio.run(controller.stop(handle)) == "stopped"
     assert wait_until(lambda: not running(task))
-    assert Executor(tmp_path / "work").exit_status(handle) == ExitStatus(exit_code=None, signal=signal.SIGTERM)
+    assert Executor(tmp_path / "work", policy=AS_ROOT_TOO).exit_status(handle) == ExitStatus(
+        exit_code=None, signal=signal.SIGTERM
+    )
     assert controller.verify(handle) == "exited"
 
 
@@ -658,7 +662,7 @@ def test_handle_round_trip_and_strict_shape() -> None:
 async def test_the_dead_mans_switch_stops_the_whole_group_at_an_unextended_expiry(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    executor = Executor(tmp_path / "work", stop_grace_s=0.5)
+    executor = Executor(tmp_path / "work", stop_grace_s=0.5, policy=AS_ROOT_TOO)
     # The task ignores TERM and leaves a grandchild in the group: both must be gone after the grace.
     script = "trap '' TERM; sleep 30 & while :; do sleep 0.1; done"
     expiry = boottime_ns() + 1_500_000_000
@@ -677,7 +681,7 @@ async def test_the_dead_mans_switch_stops_the_whole_group_at_an_unextended_expir
 
 
 async def test_a_renewal_can_move_the_switch_earlier(tmp_path: Path, env: dict[str, str]) -> None:
-    executor = Executor(tmp_path / "work", stop_grace_s=0.2)
+    executor = Executor(tmp_path / "work", stop_grace_s=0.2, policy=AS_ROOT_TOO)
     handle = await executor.spawn(
         offer_id="offer-1", launch_nonce=uuid.uuid4().hex, argv=["sleep", "30"], env=env,
         timeout_ms=None, deadline_at_ms=None, lease_expires_boottime_ns=boottime_ns() + 60_000_000_000,

@@ -50,6 +50,7 @@ FENCE_REASONS: Final[tuple[str, ...]] = (
     "approval_required",  # an agent asking run.stop: the one fence whose code is `approval_required` (403)
     "mutation_conflict",
     "token_in_use",  # operators (subject_create_v1)
+    "task_disabled",  # an operator disabled the task (task_status_set_v1)
 )
 # Every `invalid` reason: mostly inputs the wire parser already refuses (a bug if the database sees
 # them), plus the content checks only the database makes (size, too_large, sha256_mismatch), and the
@@ -125,6 +126,7 @@ FENCE_MEANINGS: Final[Mapping[str, str]] = {
     "approval_required": "an agent asked for `run.stop`: a human must do it",
     "mutation_conflict": "the mutationId was used before for a different command",
     "token_in_use": "the bearer-token digest is already registered to a subject (operators)",
+    "task_disabled": "the task is disabled: no Run of it is queued until an operator enables it",
 }
 # The content checks only the database makes; any other reason is an input the wire parser refuses first.
 INVALID_MEANINGS: Final[Mapping[str, str]] = {

@@ -39,10 +39,15 @@ ENV_MAX_ENTRIES: Final = 256
 ENV_NAME_MAX_CHARS: Final = 256
 ENV_VALUE_MAX_CHARS: Final = 4096
 POOL_PATTERN: Final = "[a-z0-9_-]{1,64}"
+CWD_MAX_CHARS: Final = 4096
+ACCOUNT_PATTERN: Final = "[a-z_][a-z0-9_-]{0,31}"  # a user or group name (a name, never a number)
 
 
 class Plan(Record):
-    """A task revision's immutable plan. Absent keys stay absent (no timeout = no timeoutMs)."""
+    """A task revision's immutable plan. Absent keys stay absent (no timeout = no timeoutMs). `cwd`,
+    `user` and `group` are requests the Worker may refuse (a typed start failure, nothing spawned):
+    a relative `cwd` lies inside the Run's own directory, an absolute one needs the Worker's consent,
+    and a user or group must be on the Worker's `run_as` / `run_as_groups` allow-list."""
 
     argv: tuple[str, ...] = wire(List(Str(ARG_MAX_CHARS), max_items=ARGV_MAX_ITEMS, min_items=1))
     env: Mapping[str, str] | None = wire(
@@ -58,6 +63,9 @@ class Plan(Record):
     max_attempts: int | None = wire(Int(1, 100), optional=True, default=None)
     retry_backoff_ms: int | None = wire(Int(0, MAX_INT32), optional=True, default=None)
     pool: str | None = wire(Str(64, min_len=1, pattern=POOL_PATTERN), optional=True, default=None)
+    cwd: str | None = wire(Str(CWD_MAX_CHARS, min_len=1), optional=True, default=None)
+    user: str | None = wire(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), optional=True, default=None)
+    group: str | None = wire(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), optional=True, default=None)
 
 
 class Offer(Record):

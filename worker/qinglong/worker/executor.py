@@ -9,6 +9,15 @@ PYTHONPATH nor its user site reach the wrapper or the task; the task's environme
 locale coercion in the wrapper when the plan sets no locale) and returns once the wrapper has
 installed its signal handlers and started the task. Log, status, identity and lease files live
 under `work_dir/<offer_id>/` (0700), named after the launch nonce; a nonce is launched at most once.
+
+Where and as whom (a `TaskPolicy`, from worker.toml): a task runs in its Run's own directory
+`work_dir/tasks/<run_id>/` (0700, owned by the task's user; `work_dir` and `tasks/` are 0711, so a
+task user can reach its own directory but list nothing), or in the plan's `cwd`: a relative one
+inside that directory (created), an absolute one only when `allow_absolute_cwd` is set (it must
+exist). It runs as the Worker's own user and group unless the plan names a `user` on `run_as` and/or
+a `group` on `run_as_groups`; switching needs root or CAP_SETUID/CAP_SETGID. A task that would run
+as root is refused unless `allow_root_tasks` is set. Every refusal (`plan.*`) happens before any
+file or process is created.
 The lease file is the wrapper's dead-man's switch (see runner.py): spawn writes the local Lease
 expiry into it and `extend_lease` rewrites it after every persisted renewal.
 
@@ -19,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import grp
 import json
 import os
+import pwd
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Final
 
 from qinglong.worker.identity import CHILDREN, ExitStatus, ProcessHandle, boot_id, read_stat, reap_finished
@@ -41,7 +53,10 @@ class ExecutorRefused(Exception):
     """The Executor refused a spawn request; nothing was spawned and no file was created.
 
     `code` is stable: deadline.one_sided, deadline.negative, deadline.unsafe, argv.empty, env.invalid,
-    and (also) argv.invalid, offer_id.invalid, launch_nonce.invalid, launch.duplicate.
+    and (also) argv.invalid, offer_id.invalid, launch_nonce.invalid, launch.duplicate; the plan's
+    requests: plan.user_not_allowed, plan.user_unknown, plan.group_not_allowed, plan.group_unknown,
+    plan.switch_not_permitted, plan.root_not_allowed, plan.cwd_absolute, plan.cwd_outside,
+    plan.cwd_missing.
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -111,6 +126,89 @@ def _validate(
         list(argv),
         clean_env,
     )
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """What a plan may ask of this Worker (worker.toml: run_as, run_as_groups, allow_absolute_cwd,
+    allow_root_tasks). The default: no switch, no absolute cwd, never a task as root."""
+
+    run_as: frozenset[str] = frozenset()
+    run_as_groups: frozenset[str] = frozenset()
+    allow_absolute_cwd: bool = False
+    allow_root_tasks: bool = False
+
+
+@dataclass(frozen=True)
+class _Placement:
+    uid: int | None  # None: the Worker's own
+    gid: int | None
+    extra_groups: tuple[int, ...] | None
+    owner: tuple[int, int]  # who owns the Run's directory
+    cwd: PurePosixPath | None  # relative to the Run's directory, or absolute; None: the directory itself
+
+
+_CAP_SETGID: Final = 6
+_CAP_SETUID: Final = 7
+
+
+def _can_switch() -> bool:
+    """Root, or both CAP_SETUID and CAP_SETGID in the effective set."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    caps = int(line.split()[1], 16)
+                    return bool(caps >> _CAP_SETUID & 1 and caps >> _CAP_SETGID & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _place(policy: TaskPolicy, cwd: str | None, user: str | None, group: str | None) -> _Placement:
+    """Decide where and as whom a task runs, or refuse (nothing created yet)."""
+    uid = gid = None
+    extra: tuple[int, ...] | None = None
+    if user is not None:
+        if user not in policy.run_as:
+            raise ExecutorRefused("plan.user_not_allowed", f"user {user!r} is not on this Worker's run_as list")
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            raise ExecutorRefused("plan.user_unknown", f"no user {user!r} on this host") from None
+        uid, gid = pw.pw_uid, pw.pw_gid
+        extra = tuple(os.getgrouplist(user, pw.pw_gid)) if group is None else ()
+    if group is not None:
+        if group not in policy.run_as_groups:
+            raise ExecutorRefused(
+                "plan.group_not_allowed", f"group {group!r} is not on this Worker's run_as_groups list"
+            )
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise ExecutorRefused("plan.group_unknown", f"no group {group!r} on this host") from None
+        extra = () if extra is None else (gid,)
+    effective_uid = os.geteuid() if uid is None else uid
+    effective_gid = os.getegid() if gid is None else gid
+    if (effective_uid, effective_gid) != (os.geteuid(), os.getegid()) and not _can_switch():
+        raise ExecutorRefused("plan.switch_not_permitted", "this Worker may not switch users or groups")
+    if effective_uid == 0 and not policy.allow_root_tasks:
+        raise ExecutorRefused("plan.root_not_allowed", "this Worker does not run tasks as root")
+    path: PurePosixPath | None = None
+    if cwd is not None:
+        if type(cwd) is not str or cwd == "" or "\x00" in cwd:
+            raise ExecutorRefused("plan.cwd_outside", "cwd must be a non-empty path")
+        path = PurePosixPath(cwd)
+        if path.is_absolute():
+            if not policy.allow_absolute_cwd:
+                raise ExecutorRefused("plan.cwd_absolute", "this Worker does not allow an absolute cwd")
+            if not os.path.isdir(path):
+                raise ExecutorRefused("plan.cwd_missing", f"cwd {cwd!r} is not a directory")
+        elif ".." in path.parts:
+            raise ExecutorRefused("plan.cwd_outside", "a relative cwd stays inside the Run's directory")
+    return _Placement(uid, gid, extra, (effective_uid, effective_gid), path)
 
 
 async def _wait_ready(read_fd: int, timeout_s: float) -> bool | None:
@@ -183,9 +281,49 @@ class Executor:
     """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700). `stop_grace_s`
     is the wrapper's own TERM→KILL grace when its dead-man's switch fires."""
 
-    def __init__(self, work_dir: Path, *, stop_grace_s: float = 5.0) -> None:
+    def __init__(self, work_dir: Path, *, stop_grace_s: float = 5.0, policy: TaskPolicy | None = None) -> None:
         self._work_dir = Path(work_dir)
         self._stop_grace_s = stop_grace_s
+        self._policy = policy or TaskPolicy()
+
+    def run_dir(self, run_id: str) -> Path:
+        """The Run's own directory (every Attempt of the Run on this Worker shares it)."""
+        return self._work_dir / "tasks" / _check_name("run_id.invalid", "run_id", run_id)
+
+    def _prepare_cwd(self, run_id: str, placement: _Placement) -> Path:
+        """Create the Run's directory (and a relative cwd in it), owned by the task's user."""
+        self._work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tasks = self._work_dir / "tasks"
+        tasks.mkdir(mode=0o711, exist_ok=True)
+        for folder in (self._work_dir, tasks):  # traversable by the task's user, listable by nobody
+            folder.chmod(0o711)
+        run_dir = self.run_dir(run_id)
+        run_dir.mkdir(mode=0o700, exist_ok=True)
+        if run_dir.is_symlink() or not run_dir.is_dir():
+            raise ExecutorRefused("plan.cwd_outside", "the Run's directory is not a directory")
+        uid, gid = placement.owner
+        if (uid, gid) != (os.geteuid(), os.getegid()):
+            os.chown(run_dir, uid, gid, follow_symlinks=False)
+        if placement.cwd is None:
+            return run_dir
+        if placement.cwd.is_absolute():
+            return Path(placement.cwd)
+        target = run_dir / placement.cwd
+        base = run_dir.resolve()
+        if not target.resolve().is_relative_to(base):  # a symlink an earlier Attempt left: create nothing
+            raise ExecutorRefused("plan.cwd_outside", "cwd leaves the Run's directory")
+        created: list[Path] = []
+        probe = target
+        while not probe.exists() and probe != run_dir:
+            created.append(probe)
+            probe = probe.parent
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not target.resolve().is_relative_to(base) or not target.is_dir():  # changed meanwhile
+            raise ExecutorRefused("plan.cwd_outside", "cwd leaves the Run's directory")
+        if (uid, gid) != (os.geteuid(), os.getegid()):
+            for path in created:
+                os.chown(path, uid, gid, follow_symlinks=False)
+        return target
 
     @staticmethod
     def lease_path(handle_or_log: ProcessHandle | Path) -> Path:
@@ -222,10 +360,16 @@ class Executor:
         timeout_ms: int | None,
         deadline_at_ms: int | None,
         lease_expires_boottime_ns: int | None = None,
+        run_id: str | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        group: str | None = None,
     ) -> ProcessHandle:
         reap_finished()
         offer, nonce, task_argv, task_env = _validate(offer_id, launch_nonce, argv, env, timeout_ms, deadline_at_ms)
         log_path, status_path = self.paths(offer, nonce)
+        placement = _place(self._policy, cwd, user, group)
+        run_key = _check_name("run_id.invalid", "run_id", offer if run_id is None else run_id)
 
         # The task's environment is its plan's: the wrapper runs isolated (-I) and imports itself from
         # the interpreter's own site-packages, so nothing of the Worker's Python path reaches the task.
@@ -235,7 +379,7 @@ class Executor:
         if deadline_at_ms is not None:
             wrapper_env["QINGLONG_DEADLINE_AT_MS"] = str(deadline_at_ms)
 
-        self._work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        task_cwd = self._prepare_cwd(run_key, placement)
         folder = log_path.parent
         folder.mkdir(mode=0o700, exist_ok=True)
         folder.chmod(0o700)
@@ -252,7 +396,13 @@ class Executor:
         ready_r, ready_w = os.pipe()
         ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
         cmd = [sys.executable, "-I", "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]
-        cmd += ["--identity", str(self.identity_path(log_path))]
+        cmd += ["--identity", str(self.identity_path(log_path)), "--cwd", str(task_cwd)]
+        if placement.uid is not None:
+            cmd += ["--uid", str(placement.uid)]
+        if placement.gid is not None:
+            cmd += ["--gid", str(placement.gid)]
+        if placement.extra_groups is not None:
+            cmd += ["--groups", ",".join(str(g) for g in placement.extra_groups)]
         if lease_expires_boottime_ns is not None:
             lease_path = self.lease_path(log_path)
             write_atomically(lease_path, str(lease_expires_boottime_ns).encode(), durable=False)

@@ -8,7 +8,9 @@ accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snap
 to the local Lease expiry → `started` (durable handle) → running ACK → `running_acknowledged`.
 A starting ACK answered `not_started` (the Run carries a cancel intent; the database ended the
 Attempt) completes the record without a spawn; so does nothing once the local Lease has expired.
-A start that cannot happen is reported with the start-failure ACK. Every step is persisted before
+A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
+— its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
+anything). Every step is persisted before
 the next one acts, so a restart resumes here; a restart that finds `launching` decides from the
 launch's evidence (launch.py) whether the task was never started, runs, or ran.
 """
@@ -144,6 +146,10 @@ class Processor:
                 timeout_ms=plan.timeout_ms,
                 deadline_at_ms=inbox.deadline_at_ms,
                 lease_expires_boottime_ns=inbox.lease_expires_boottime_ns,
+                run_id=inbox.offer.offer.run_id,
+                cwd=plan.cwd,
+                user=plan.user,
+                group=plan.group,
             )
         except ExecutorRefused as refused:
             return self._save(record, "start_failed", inbox.replace(error_code=refused.code))

@@ -18,6 +18,10 @@ they read the same config but use only its `journal`, never the network.
     page_size = 16
     shutdown_seconds = 20.0
     stop_grace_seconds = 5.0
+    run_as = []                      # users a plan may name (switching needs root or CAP_SETUID/SETGID)
+    run_as_groups = []               # groups a plan may name
+    allow_absolute_cwd = false       # true: a plan's cwd may be an absolute, existing directory
+    allow_root_tasks = false         # true: a task may run as root (a root Worker's default user)
 """
 
 from __future__ import annotations
@@ -30,17 +34,18 @@ import signal
 import sys
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from qinglong.wire.codec import WireError
-from qinglong.wire.fields import Int, Record, Seconds, Str, Uuid, wire
+from qinglong.wire.fields import Bool, Int, List, Record, Seconds, Str, Uuid, wire
 from qinglong.wire.logline import configure as configure_logging
+from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
 from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
 from qinglong.worker.controller import LocalProcessController
-from qinglong.worker.executor import Executor
+from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
 
@@ -64,9 +69,11 @@ class WorkerConfig:
     page_size: int = 16
     shutdown_seconds: float = 20.0
     stop_grace_seconds: float = 5.0
+    task_policy: TaskPolicy = field(default_factory=TaskPolicy)
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
+ACCOUNTS = List(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), max_items=256)  # names, as a plan gives them
 
 
 class _ConfigFile(Record):
@@ -86,6 +93,10 @@ class _ConfigFile(Record):
     page_size: int | None = wire(Int(1, 64), name="page_size", optional=True, default=None)
     shutdown_seconds: float | None = wire(Seconds(0, 3600), name="shutdown_seconds", optional=True, default=None)
     stop_grace_seconds: float | None = wire(Seconds(0, 3600), name="stop_grace_seconds", optional=True, default=None)
+    run_as: tuple[str, ...] | None = wire(ACCOUNTS, name="run_as", optional=True, default=None)
+    run_as_groups: tuple[str, ...] | None = wire(ACCOUNTS, name="run_as_groups", optional=True, default=None)
+    allow_absolute_cwd: bool | None = wire(Bool(), name="allow_absolute_cwd", optional=True, default=None)
+    allow_root_tasks: bool | None = wire(Bool(), name="allow_root_tasks", optional=True, default=None)
 
 
 def load(path: Path) -> WorkerConfig:
@@ -106,6 +117,12 @@ def load(path: Path) -> WorkerConfig:
         credentials=FileCredentials(base / given.certificate, base / given.key, base / given.trust_anchors),
         journal=base / given.journal,
         work_dir=base / given.work_dir,
+        task_policy=TaskPolicy(
+            run_as=frozenset(given.run_as or ()),
+            run_as_groups=frozenset(given.run_as_groups or ()),
+            allow_absolute_cwd=bool(given.allow_absolute_cwd),
+            allow_root_tasks=bool(given.allow_root_tasks),
+        ),
         **optional,
     )
 
@@ -124,7 +141,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
         journal_path=config.journal,
         client=client,
-        executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds),
+        executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds, policy=config.task_policy),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
         generation=config.generation,
         capacity=config.capacity,

@@ -1,5 +1,10 @@
 """The runner wrapper: `python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N]
-[--identity FILE] [--lease FILE --grace SECONDS] -- argv...` (docs/architecture.md §7, Executor).
+[--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...]
+-- argv...` (docs/architecture.md §7, Executor).
+
+`--cwd`, `--uid`, `--gid` and `--groups` are where and as whom the child runs (the Executor has
+decided them from the plan and the Worker's policy): the wrapper itself keeps the Worker's user, so
+it can always write LOG and STATUS; only the child changes directory, groups and user before exec.
 
 The Executor starts this module in a new session (its own process group). It starts `argv` as its
 child in the same group, with stdin from /dev/null and stdout+stderr appended to LOG (O_APPEND,
@@ -46,10 +51,21 @@ from types import FrameType
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _USAGE = (
     "usage: python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] "
-    "[--identity FILE] [--lease FILE --grace SECONDS] -- argv..."
+    "[--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...] -- argv..."
 )
 LEASE_CHECK_S = 1.0  # how often the dead-man's switch re-reads its lease file
-_OPTIONS = ("--log", "--status", "--ready-fd", "--identity", "--lease", "--grace")
+_OPTIONS = (
+    "--log",
+    "--status",
+    "--ready-fd",
+    "--identity",
+    "--lease",
+    "--grace",
+    "--cwd",
+    "--uid",
+    "--gid",
+    "--groups",
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,17 @@ class _Args:
     lease: str | None = None
     grace_s: float = 5.0
     identity: str | None = None
+    cwd: str | None = None
+    uid: int | None = None
+    gid: int | None = None
+    groups: tuple[int, ...] | None = None
+
+
+def _ids(text: str, option: str) -> tuple[int, ...]:
+    parts = text.split(",") if text else []
+    if not all(p.isdigit() for p in parts):
+        raise _UsageError(f"{option} takes numeric ids")
+    return tuple(int(p) for p in parts)
 
 
 class _UsageError(Exception):
@@ -102,7 +129,23 @@ def _parse(args: Sequence[str]) -> _Args:
             raise _UsageError("--grace takes seconds") from None
         if not 0 <= grace_s <= 3600:
             raise _UsageError("--grace takes 0..3600 seconds")
-    return _Args(opts["--log"], opts["--status"], ready_fd, argv, opts.get("--lease"), grace_s, opts.get("--identity"))
+    uid = _ids(opts["--uid"], "--uid") if "--uid" in opts else None
+    gid = _ids(opts["--gid"], "--gid") if "--gid" in opts else None
+    if (uid is not None and len(uid) != 1) or (gid is not None and len(gid) != 1):
+        raise _UsageError("--uid and --gid take one id")
+    return _Args(
+        opts["--log"],
+        opts["--status"],
+        ready_fd,
+        argv,
+        opts.get("--lease"),
+        grace_s,
+        opts.get("--identity"),
+        opts.get("--cwd"),
+        None if uid is None else uid[0],
+        None if gid is None else gid[0],
+        _ids(opts["--groups"], "--groups") if "--groups" in opts else None,
+    )
 
 
 def _ignore_stop_signal(signum: int, frame: FrameType | None) -> None:
@@ -298,6 +341,10 @@ def main(args: Sequence[str] | None = None) -> int:
                 stdout=log_fd,
                 stderr=log_fd,
                 close_fds=True,
+                cwd=parsed.cwd,
+                user=parsed.uid,
+                group=parsed.gid,
+                extra_groups=parsed.groups,
             )
         except OSError as exc:
             code = _start_failure_code(exc)

@@ -7,6 +7,7 @@ set local role ql_owner;
 -- ql_api.run_enqueue_v1: queue a Run of a task, pinned to the task's current execution revision.
 -- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
 -- another command under a used mutationId is fenced. The admitted policy is re-verified first.
+-- A disabled task (ql_api.task_status_set_v1) is fenced (task_disabled) and nothing changes.
 -- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two
 --   concurrent first calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
 -- Returns {"status":"enqueued"|"already_enqueued","runId","taskRevisionId","queuedAtMs"}
@@ -61,6 +62,7 @@ begin
 
   select * into v_task from ql.tasks t where t.id = p_task_id and t.project_id = p_project_id for share;
   if v_task.id is null or v_task.current_revision_id is null then return ql.outcome('not_found', 'task'); end if;
+  if v_task.status <> 'active' then return ql.outcome('fenced', 'task_disabled'); end if;
   select * into strict v_revision from ql.task_execution_revisions r where r.id = v_task.current_revision_id;
 
   v_now := ql.now_ms();
@@ -83,7 +85,8 @@ $$;
 
 comment on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) is
 'Queues a Run pinned to the task''s current revision (event run.queued). Results: enqueued | already_enqueued (same '
-'mutation replayed) | invalid | not_found (project, task) | fenced (ql.policy_fence reasons, mutation_conflict).';
+'mutation replayed) | invalid | not_found (project, task) | fenced (ql.policy_fence reasons, mutation_conflict, '
+'task_disabled).';
 revoke all on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) from public;
 grant execute on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) to ql_runtime;
 

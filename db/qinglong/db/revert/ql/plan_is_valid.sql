@@ -1,5 +1,50 @@
 -- Revert qinglong:ql/plan_is_valid from pg
+-- RESTORES the previous instance: the body of deploy/ql/plan_is_valid@v0.1.0.sql with its grants,
+-- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-drop function ql.plan_is_valid(jsonb);
+revoke all on function ql.plan_is_valid(jsonb) from public, ql_runtime, ql_scheduler, ql_readonly;
+
+-- ql.plan_is_valid: the shape of a task revision's plan_json, used by its CHECK constraint.
+-- argv: non-empty array of 1..256 strings; env: object of strings (optional); timeoutMs: integer
+-- 1..2^31-1 or absent (no timeout); maxAttempts: integer 1..100 (default 1); retryBackoffMs:
+-- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"). No other keys.
+-- signature: ql.plan_is_valid(jsonb)
+create or replace function ql.plan_is_valid(p_plan jsonb)
+returns boolean
+language sql
+immutable
+strict
+parallel safe
+return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
+  and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool')), true)
+       from pg_catalog.jsonb_object_keys(p_plan) as k)
+  and pg_catalog.jsonb_typeof(p_plan -> 'argv') = 'array'
+  and pg_catalog.jsonb_array_length(p_plan -> 'argv') between 1 and 256
+  and (select pg_catalog.bool_and(pg_catalog.jsonb_typeof(a) = 'string')
+       from pg_catalog.jsonb_array_elements(p_plan -> 'argv') as a)
+  and (not p_plan ? 'env' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'env') = 'object'
+        and coalesce((select pg_catalog.bool_and(pg_catalog.jsonb_typeof(v) = 'string')
+                      from pg_catalog.jsonb_each(p_plan -> 'env') as e(k, v)), true)))
+  and (not p_plan ? 'timeoutMs' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'timeoutMs') = 'number'
+        and (p_plan ->> 'timeoutMs') ~ '^[0-9]{1,10}$'
+        and (p_plan ->> 'timeoutMs')::bigint between 1 and 2147483647))
+  and (not p_plan ? 'maxAttempts' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'maxAttempts') = 'number'
+        and (p_plan ->> 'maxAttempts') ~ '^[0-9]{1,3}$'
+        and (p_plan ->> 'maxAttempts')::int between 1 and 100))
+  and (not p_plan ? 'retryBackoffMs' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'retryBackoffMs') = 'number'
+        and (p_plan ->> 'retryBackoffMs') ~ '^[0-9]{1,10}$'
+        and (p_plan ->> 'retryBackoffMs')::bigint between 0 and 2147483647))
+  and (not p_plan ? 'pool' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'pool') = 'string'
+        and (p_plan ->> 'pool') ~ '^[a-z0-9_-]{1,64}$')), false);
+
+comment on function ql.plan_is_valid(jsonb) is
+'True when a task revision plan has exactly the documented shape (see the file header), else false (never NULL, '
+'which a CHECK would let pass). Never raises.';
+
 commit;

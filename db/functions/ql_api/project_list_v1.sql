@@ -1,0 +1,21 @@
+-- ql_api.project_list_v1: every Project, by name, with its status, policy version and task count. Reads only.
+-- Not granted to ql_runtime (operators call it as a DBA).
+-- Returns {"status":"listed","projects":[{"projectId","name","status","version","tasks","createdAtMs"}…]}.
+-- signature: ql_api.project_list_v1()
+create or replace function ql_api.project_list_v1()
+returns jsonb
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+begin atomic
+  select jsonb_build_object('status', 'listed', 'projects', coalesce(jsonb_agg(jsonb_build_object(
+           'projectId', p.id, 'name', p.name, 'status', p.status, 'version', p.version,
+           'tasks', (select count(*) from ql.tasks t where t.project_id = p.id), 'createdAtMs', p.created_at_ms)
+         order by p.name), '[]'::jsonb))
+    from ql.projects p;
+end;
+
+comment on function ql_api.project_list_v1() is
+'Every Project: id, name, status, version, task count, creation time. Results: listed. Operators only.';
+revoke all on function ql_api.project_list_v1() from public;

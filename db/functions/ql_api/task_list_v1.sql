@@ -1,0 +1,45 @@
+-- ql_api.task_list_v1: the tasks of one Project (named by its id or its unique name), by name, each with a
+-- status (active | disabled), a summary of its current revision's plan (argv, pool, timeoutMs, maxAttempts) and
+-- its schedule if any.
+-- Another Project's tasks never appear. Reads only. Not granted to ql_runtime (operators call it as a DBA).
+-- Returns {"status":"listed","projectId","project","tasks":[{"taskId","name","status","revisionId","argv","pool",
+--          "timeoutMs","maxAttempts","schedule":{"cron","timezone","overlap","nextFireAtMs"}|null}…]}
+--   | {"status":"invalid","reason":"project_id"} (null or empty) | {"status":"not_found","reason":"project"}.
+-- signature: ql_api.task_list_v1(text)
+create or replace function ql_api.task_list_v1(p_project text)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_project ql.projects;
+begin
+  if p_project is null or length(p_project) not between 1 and 200 then return ql.outcome('invalid', 'project_id'); end if;
+  if p_project ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+    select * into v_project from ql.projects p where p.id = p_project::uuid;
+  end if;
+  if v_project.id is null then
+    select * into v_project from ql.projects p where p.name = p_project;
+  end if;
+  if v_project.id is null then return ql.outcome('not_found', 'project'); end if;
+  return jsonb_build_object('status', 'listed', 'projectId', v_project.id, 'project', v_project.name, 'tasks',
+    (select coalesce(jsonb_agg(jsonb_build_object(
+              'taskId', t.id, 'name', t.name, 'status', t.status, 'revisionId', t.current_revision_id,
+              'argv', r.plan_json -> 'argv', 'pool', coalesce(r.plan_json ->> 'pool', 'default'),
+              'timeoutMs', r.plan_json -> 'timeoutMs', 'maxAttempts', r.plan_json -> 'maxAttempts',
+              'schedule', case when sc.task_id is not null then jsonb_build_object(
+                'cron', sc.cron, 'timezone', sc.timezone, 'overlap', sc.overlap, 'nextFireAtMs', sc.next_fire_at_ms)
+              end) order by t.name), '[]'::jsonb)
+       from ql.tasks t
+       left join ql.task_execution_revisions r on r.id = t.current_revision_id
+       left join ql.task_schedules sc on sc.task_id = t.id
+      where t.project_id = v_project.id));
+end;
+$$;
+
+comment on function ql_api.task_list_v1(text) is
+'The tasks of one Project (by id or name) with their current plan summary and schedule. Results: listed | '
+'invalid (project_id) | not_found (project). Operators only.';
+revoke all on function ql_api.task_list_v1(text) from public;

@@ -1,0 +1,90 @@
+-- Deploy qinglong:ql_api/run_enqueue_v1 to pg
+-- FROZEN COPY of db/functions/ql_api/run_enqueue_v1.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql_api.run_enqueue_v1: queue a Run of a task, pinned to the task's current execution revision.
+-- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
+-- another command under a used mutationId is fenced. The admitted policy is re-verified first.
+-- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two
+--   concurrent first calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
+-- Returns {"status":"enqueued"|"already_enqueued","runId","taskRevisionId","queuedAtMs"}
+--   | {"status":"invalid"|"not_found"|"fenced","reason"}.
+-- signature: ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint)
+-- grant execute: ql_runtime
+create or replace function ql_api.run_enqueue_v1(
+  p_subject_id uuid,
+  p_project_id uuid,
+  p_task_id uuid,
+  p_mutation_id text,
+  p_admitted_project_version bigint,
+  p_admitted_binding_version bigint
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_fence jsonb;
+  v_task ql.tasks;
+  v_digest bytea;
+  v_mutation ql.mutations;
+  v_revision ql.task_execution_revisions;
+  v_run ql.runs;
+  v_now bigint;
+  v_result jsonb;
+begin
+  if p_subject_id is null then return ql.outcome('invalid', 'subject_id'); end if;
+  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
+  if p_task_id is null then return ql.outcome('invalid', 'task_id'); end if;
+  if p_mutation_id is null or p_mutation_id !~ '^[A-Za-z0-9._:-]{1,128}$' then
+    return ql.outcome('invalid', 'mutation_id');
+  end if;
+  if p_admitted_project_version is null or p_admitted_binding_version is null then
+    return ql.outcome('invalid', 'admitted_version');
+  end if;
+
+  v_fence := ql.policy_fence(p_subject_id, p_project_id, 'run.start', p_admitted_project_version,
+                             p_admitted_binding_version);
+  if v_fence is not null then return v_fence; end if;
+
+  perform pg_advisory_xact_lock(hashtextextended('ql.mutation:' || p_subject_id::text || ':' || p_mutation_id, 0));
+  v_digest := sha256(convert_to('run.enqueue:' || p_project_id::text || ':' || p_task_id::text, 'UTF8'));
+  select * into v_mutation from ql.mutations m where m.subject_id = p_subject_id and m.mutation_id = p_mutation_id;
+  if v_mutation.subject_id is not null then
+    if v_mutation.command_digest <> v_digest then return ql.outcome('fenced', 'mutation_conflict'); end if;
+    return v_mutation.result || '{"status": "already_enqueued"}';
+  end if;
+
+  select * into v_task from ql.tasks t where t.id = p_task_id and t.project_id = p_project_id for share;
+  if v_task.id is null or v_task.current_revision_id is null then return ql.outcome('not_found', 'task'); end if;
+  select * into strict v_revision from ql.task_execution_revisions r where r.id = v_task.current_revision_id;
+
+  v_now := ql.now_ms();
+  insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms)
+  values (p_project_id, p_task_id, v_revision.id, coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created',
+          v_now, v_now)
+  returning * into v_run;
+  perform ql.run_event(v_run.id, 'queued', 'run.queued', (select s.kind from ql.subjects s where s.id = p_subject_id),
+                       p_subject_id, null,
+                       jsonb_build_object('taskId', p_task_id, 'taskRevisionId', v_revision.id, 'mutationId', p_mutation_id),
+                       v_now, 'run.queued:' || v_run.id::text);
+
+  v_result := jsonb_build_object('status', 'enqueued', 'runId', v_run.id, 'taskRevisionId', v_revision.id,
+                                 'queuedAtMs', v_now);
+  insert into ql.mutations (subject_id, mutation_id, command_digest, result, created_at_ms)
+  values (p_subject_id, p_mutation_id, v_digest, v_result, v_now);
+  return v_result;
+end;
+$$;
+
+comment on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) is
+'Queues a Run pinned to the task''s current revision (event run.queued). Results: enqueued | already_enqueued (same '
+'mutation replayed) | invalid | not_found (project, task) | fenced (ql.policy_fence reasons, mutation_conflict).';
+revoke all on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) from public;
+grant execute on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) to ql_runtime;
+
+commit;

@@ -1,0 +1,34 @@
+-- Deploy qinglong:ql_api/subject_list_v1 to pg
+-- FROZEN COPY of db/functions/ql_api/subject_list_v1.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql_api.subject_list_v1: every subject, by name then id, with its active role bindings (project name and role).
+-- Never the token digest. Reads only. Not granted to ql_runtime (operators call it as a DBA).
+-- Returns {"status":"listed","subjects":[{"subjectId","kind","name","status","createdAtMs",
+--          "roles":[{"projectId","project","role"}…]}…]}.
+-- signature: ql_api.subject_list_v1()
+create or replace function ql_api.subject_list_v1()
+returns jsonb
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+begin atomic
+  select jsonb_build_object('status', 'listed', 'subjects', coalesce(jsonb_agg(jsonb_build_object(
+           'subjectId', s.id, 'kind', s.kind, 'name', s.name, 'status', s.status, 'createdAtMs', s.created_at_ms,
+           'roles', (select coalesce(jsonb_agg(jsonb_build_object('projectId', p.id, 'project', p.name, 'role', b.role)
+                                               order by p.name), '[]'::jsonb)
+                       from ql.role_bindings b join ql.projects p on p.id = b.project_id
+                      where b.subject_id = s.id and b.active))
+         order by s.name, s.id), '[]'::jsonb))
+    from ql.subjects s;
+end;
+
+comment on function ql_api.subject_list_v1() is
+'Every subject: id, kind, name, status, creation time and active roles (never its token digest). Results: listed. '
+'Operators only.';
+revoke all on function ql_api.subject_list_v1() from public;
+
+commit;

@@ -1,0 +1,52 @@
+-- Tests ql_api.task_list_v1: one Project's tasks (the Project named by id or name) with their current plan summary
+-- and schedule; another Project's tasks never appear; refusals and reads change nothing; only an operator may call it.
+begin;
+\ir ../fixtures.psql
+\set QUIET 1
+select plan(14);
+
+create function pg_temp.ostate() returns text language sql
+return concat_ws(E'\n', pg_temp.pstate(),
+  (select string_agg('task ' || t::text, E'\n' order by t.id) from ql.tasks t),
+  (select string_agg('schedule ' || s::text, E'\n' order by s.task_id) from ql.task_schedules s));
+
+select is_definer('ql_api', 'task_list_v1', array['text'], 'task_list_v1 is SECURITY DEFINER');
+select function_privs_are('ql_api', 'task_list_v1', array['text'], 'ql_runtime', array[]::text[],
+  'the runtime role (the shell) may not list tasks this way');
+select function_privs_are('ql_api', 'task_list_v1', array['text'], 'ql_scheduler', array[]::text[],
+  'the scheduler role may not list tasks');
+set local role ql_runtime;
+select throws_ok($$select ql_api.task_list_v1('tl-mine')$$, '42501', 'permission denied for function task_list_v1',
+  'the runtime role calling task_list_v1 is refused: 42501');
+reset role;
+
+select pg_temp.mk_project('tl-mine') as mine \gset
+select pg_temp.mk_project('tl-other') as other \gset
+select ql_api.task_create_v1(:'mine', 'build', '{"argv": ["make"], "pool": "gpu", "timeoutMs": 5000, "maxAttempts": 2}')
+  ->> 'taskId' as build \gset
+select ql_api.task_create_v1(:'mine', 'backup', '{"argv": ["tar", "c"]}') ->> 'taskId' as backup \gset
+select ql_api.task_schedule_set_v1(:'mine', 'backup', '0 3 * * *', 'UTC', 'skip') is not null as scheduled \gset
+select ql_api.task_create_v1(:'other', 'secret', '{"argv": ["cat"]}') ->> 'taskId' as secret \gset
+
+select pg_temp.ostate() as before \gset
+select is(ql_api.task_list_v1(null), '{"status": "invalid", "reason": "project_id"}', 'a NULL Project is invalid');
+select is(ql_api.task_list_v1(''), '{"status": "invalid", "reason": "project_id"}', 'an empty Project is invalid');
+select is(ql_api.task_list_v1('tl-nobody'), '{"status": "not_found", "reason": "project"}', 'an unknown name is not found');
+select is(ql_api.task_list_v1(gen_random_uuid()::text), '{"status": "not_found", "reason": "project"}',
+  'an unknown id is not found');
+
+select ql_api.task_list_v1('tl-mine') as listed \gset
+select is(:'listed'::jsonb - 'tasks', jsonb_build_object('status', 'listed', 'projectId', :'mine'::uuid, 'project', 'tl-mine'),
+  'the listing names its Project');
+select is(jsonb_path_query_array(:'listed'::jsonb, '$.tasks[*].name'), '["backup", "build"]',
+  'only this Project''s tasks, by name: another Project''s never appear');
+select is((:'listed'::jsonb -> 'tasks' -> 1) - 'revisionId', jsonb_build_object('taskId', :'build'::uuid, 'name', 'build', 'status', 'active',
+  'argv', '["make"]'::jsonb, 'pool', 'gpu', 'timeoutMs', 5000, 'maxAttempts', 2, 'schedule', null),
+  'a task answers its current plan''s summary and no schedule');
+select is((:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule') - 'nextFireAtMs',
+  '{"cron": "0 3 * * *", "timezone": "UTC", "overlap": "skip"}', 'a scheduled task answers its schedule');
+select is(ql_api.task_list_v1(upper(:'mine')), :'listed'::jsonb, 'the Project named by its id answers the same');
+select is(pg_temp.ostate(), :'before', 'refusals and listings change nothing');
+
+select * from finish();
+rollback;
