@@ -1,5 +1,5 @@
 # The README's commands. Each does its own set-up on a fresh Debian 12 machine (as root).
-.PHONY: setup test demo sync lint bench
+.PHONY: setup test demo sandbox sync lint bench
 
 setup:
 	bash scripts/setup.sh
@@ -9,6 +9,10 @@ test: setup
 
 demo: setup
 	bash scripts/demo.sh
+
+# The demo's system left running around a shell of yours (README.md, "A five-minute tour", step 2).
+sandbox: setup
+	.venv/bin/python -m qinglong.cli.demo --sandbox
 
 # Rewrite the deploy/revert/verify scripts (in db/qinglong/db) of every db/functions file (after editing one).
 sync: setup

@@ -211,8 +211,8 @@ class CpuMeter:
 
     def _groups(self) -> dict[str, list[int]]:
         groups = {"self": [os.getpid()]}
-        if self.shell_pid is not None:
-            groups["shell"] = [self.shell_pid]
+        if self.shell_pid is not None:  # with its children: a shell of several processes (shell.toml `processes`)
+            groups["shell"] = [self.shell_pid, *children_of(self.shell_pid)]
         if self.postmaster_pid is not None:
             groups["postgres"] = children_of(self.postmaster_pid)
         return groups
@@ -498,15 +498,17 @@ def environment() -> Iterator[Env]:
 class ShellProcess:
     """`python -m qinglong.cli shell serve --config …` over one database, logging to a file."""
 
-    def __init__(self, env: Env, database: str, pool_size: int = 4, name: str = "shell") -> None:
+    def __init__(self, env: Env, database: str, pool_size: int = 4, name: str = "shell", processes: int = 1) -> None:
         self.env = env
         self.pool_size = pool_size
+        self.processes = processes
         self.worker_port, self.user_port, self.admin_port = free_port(), free_port(), free_port()
         self.config = env.root / f"{name}.toml"
         self.log = env.root / f"{name}.log"
         c = env.certs
         self.config.write_text(
-            f'[database]\ndsn = "{env.dsn(database, "ql_runtime")}"\npool_size = {pool_size}\n'
+            (f"processes = {processes}\n" if processes > 1 else "")
+            + f'[database]\ndsn = "{env.dsn(database, "ql_runtime")}"\npool_size = {pool_size}\n'
             f'[secret]\ncluster_secret_file = "{env.secret_file}"\n'
             f'[worker_listener]\nhost = "127.0.0.1"\nport = {self.worker_port}\n'
             f'certificate = "{c}/server.crt"\nkey = "{c}/server.key"\nclient_ca = "{c}/ca.crt"\n'

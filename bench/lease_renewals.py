@@ -2,10 +2,12 @@
 and 128 simulated Workers (each its own enrolled Worker, certificate, session and keep-alive socket,
 every request ql3w-signed), beside ql_api.attempt_lease_control_v1 called directly by as many
 psycopg connections as ql_runtime, beside pgbench's builtin `simple-update` on the same cluster
-(8 clients: the machine's commit limit; 1 client: one commit at a time).
+(8 clients: the machine's commit limit; 1 client: one commit at a time). Then the same 128 Workers
+against a shell of PROCESSES processes (shell.toml `processes`, SO_REUSEPORT): renewals/s with 1 and
+with PROCESSES processes and their ratio, also in bench/results.json under "shell_processes".
 
 Touches: the `qinglong` database (Workers, Runs, Attempts of pool `lease`), a `pgbench` database,
-the shell it is given (a separate process), loopback sockets.
+the shell it is given and the ones it starts (separate processes), loopback sockets, bench/results.json.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from bench.common import (
     per_call,
     queue_runs,
     ratio,
+    record_json,
     say,
     stop_process,
     table,
@@ -52,6 +55,7 @@ from qinglong.wire import LeaseControlRequest, ql3w
 
 COUNTS = (1, 16, 128)
 WIDE_POOL = 16
+PROCESSES = 2  # the shell of several processes: its children, each with the default pool
 SATURATED = 0.75  # cores: a Python process near one full core is the bound
 LEASE_CONTROL = "select ql_api.attempt_lease_control_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
@@ -295,31 +299,48 @@ async def run(env: Env, seconds: float) -> Result:
             p = await shell_phase(held[:k], workers[:k], seconds, env.meter(shell.pid))
             phases.append(p)
             say(f"(a) shell,  {k:>3} Workers:     {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
-        diagnostic = await wider_pool(env, held, workers, seconds)
+        diagnostic = await other_shell(env, held, workers, seconds, "shell-wide")
+        several = await other_shell(env, held, workers, seconds, "shell-processes")
     finally:
         await asyncio.gather(*(w.close() for w in workers))
-    return report(phases, diagnostic, pg8, pg1, seconds, shell.pool_size)
+    one = next(p for p in phases if p.name == "shell" and p.clients == max(COUNTS))
+    record_json(
+        "shell_processes",
+        {"workers": one.clients, "processes": PROCESSES, "pool_size_each": shell.pool_size,
+         "renewals_per_s_1": one.rate, f"renewals_per_s_{PROCESSES}": several.rate,
+         "ratio": several.rate / one.rate if one.rate else None,
+         "shell_cores_1": (one.cpu or {}).get("shell"), f"shell_cores_{PROCESSES}": (several.cpu or {}).get("shell"),
+         "contended": contended(one.cpu) or contended(several.cpu)},
+    )  # fmt: skip
+    return report(phases, diagnostic, several, pg8, pg1, seconds, shell.pool_size)
 
 
-async def wider_pool(env: Env, held: list[Held], workers: list[SimWorker], seconds: float) -> Phase:
-    """Diagnostic: the same 128 Workers against a second shell process whose pool has 16 connections
-    (is the pool of 4 — one commit in flight per connection — what caps the shell?)."""
-    wide = ShellProcess(env, "qinglong", pool_size=WIDE_POOL, name="shell-wide")
+async def other_shell(env: Env, held: list[Held], workers: list[SimWorker], seconds: float, name: str) -> Phase:
+    """The same 128 Workers against a second shell: `shell-wide`, one process whose pool has 16 connections
+    (is the pool of 4 — one commit in flight per connection — what caps the shell?); `shell-processes`, a
+    shell of PROCESSES processes with the default pool each (does a second process lift the one-core bound?)."""
+    if name == "shell-wide":
+        wide = ShellProcess(env, "qinglong", pool_size=WIDE_POOL, name=name)
+    else:
+        wide = ShellProcess(env, "qinglong", name=name, processes=PROCESSES)
     wide.start()
     others = [SimWorker(env, w.who, wide.origin) for w in workers]
     for mine, theirs in zip(others, workers, strict=True):
         mine.session_id, mine.key = theirs.session_id, theirs.key
     try:
         p = await shell_phase(held, others, seconds, env.meter(wide.pid))
-        p.name = "shell-wide"
-        say(f"(a) shell with a pool of {WIDE_POOL}, {len(others)} Workers: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms")
+        p.name = name
+        shape = f"a pool of {WIDE_POOL}" if name == "shell-wide" else f"{PROCESSES} processes"
+        say(f"(a) shell with {shape}, {len(others)} Workers: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms")
         return p
     finally:
         await asyncio.gather(*(w.close() for w in others))
         wide.stop()
 
 
-def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds: float, pool: int) -> Result:
+def report(
+    phases: list[Phase], wide: Phase, several: Phase, pg8: Pgbench, pg1: Pgbench, seconds: float, pool: int
+) -> Result:
     direct = {p.clients: p for p in phases if p.name == "direct"}
     shell = {p.clients: p for p in phases if p.name == "shell"}
     rows = [
@@ -328,11 +349,12 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
          per_call(pg.cpu, "postgres", pg.tps), "—", "—", cpu_cell(pg.cpu)]
         for pg in (pg8, pg1)
     ]  # fmt: skip
-    for p in [*phases, wide]:
+    for p in [*phases, wide, several]:
         label = {
             "direct": "SQL function, psycopg",
             "shell": f"shell, HTTPS TLS 1.3 mTLS, pool {pool}",
             "shell-wide": f"diagnostic: shell, pool {WIDE_POOL}",
+            "shell-processes": f"shell, `processes = {PROCESSES}`, pool {pool} each",
         }[p.name]
         unit = ("connection" if p.name == "direct" else "Worker") + ("s" if p.clients > 1 else "")
         shell_us = "—" if p.name == "direct" else per_call(p.cpu, "shell", p.rate)
@@ -358,6 +380,10 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
         [f"{wide.clients}, shell pool {WIDE_POOL}", "—", ratio(wide.rate, pg8.tps), ratio(wide.rate, direct[top].rate),
          "—", ratio(wide.rate, pg1.tps)]
     )  # fmt: skip
+    ratio_rows.append(
+        [f"{several.clients}, shell processes {PROCESSES}", "—", ratio(several.rate, pg8.tps),
+         ratio(several.rate, direct[top].rate), "—", ratio(several.rate, pg1.tps)]
+    )  # fmt: skip
     ratios = table(
         ["Workers / connections", "direct / pgbench-8", "shell / pgbench-8", "shell / direct", "direct / pgbench-1",
          "shell / pgbench-1"],
@@ -365,7 +391,7 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
     )  # fmt: skip
     warn = (
         CONTENDED_NOTE + "\n\n"
-        if any(contended(c) for c in [pg8.cpu, pg1.cpu, *(p.cpu for p in phases), wide.cpu])
+        if any(contended(c) for c in [pg8.cpu, pg1.cpu, *(p.cpu for p in phases), wide.cpu, several.cpu])
         else ""
     )
     markdown = (
@@ -379,7 +405,9 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
         "(aiohttp, limit 1), every request signed with ql3w and answered `renewed` with version + 1. "
         "*pgbench*: builtin `simple-update` (`-M prepared`, scale 1) on its own database of the same cluster. "
         f"The diagnostic row runs the same {max(COUNTS)} Workers against a second shell process whose pool has "
-        f"{WIDE_POOL} connections instead of {pool}. "
+        f"{WIDE_POOL} connections instead of {pool}. The `processes = {PROCESSES}` row runs them against a shell of "
+        f"{PROCESSES} processes (one parent, {PROCESSES} children on the same ports with SO_REUSEPORT, a pool of "
+        f"{pool} each; its shell CPU counts the parent and the children). "
         "CPU: cores used over the window by the load generator (gen), the shell and PostgreSQL (pg: every "
         "child of the postmaster, backends and background processes), and by everything else on the machine "
         "(rest: other work — noise; the pgbench rows meter the pgbench client apart), then the machine's busy share of "
@@ -387,6 +415,15 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
         "second.\n\n"
         f"{main}\n\n{warn}Ratios (renewals/s over tps, measured in this run):\n\n{ratios}\n"
         f"{reading(direct, shell, wide)}"
+        f"\nSeveral shell processes, {top} Workers: {fmt(shell[top].rate)} renewals/s with 1 process, "
+        f"{fmt(several.rate)} with {PROCESSES}: **{ratio(several.rate, shell[top].rate)}** (also in "
+        "bench/results.json, `shell_processes`)."
+        + (
+            " ⚠ Other work took CPU in one of these windows: the processes share what is left, so this ratio"
+            " says little; compare it only with an uncontended run.\n"
+            if contended(shell[top].cpu) or contended(several.cpu)
+            else "\n"
+        )
     )
     summary = [
         f"(a) pgbench-8 {pg8.tps:,.0f} tps; "
@@ -396,6 +433,7 @@ def report(phases: list[Phase], wide: Phase, pg8: Pgbench, pg1: Pgbench, seconds
             f"{ratio(shell[k].rate, direct[k].rate)})"
             for k in COUNTS
         )
+        + f"; {PROCESSES} shell processes / 1 at {top}: {ratio(several.rate, shell[top].rate)}"
     ]
     data = {
         "pgbench8": pg8.tps,

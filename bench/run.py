@@ -2,8 +2,10 @@
 fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside Procrastinate, (c)
 cancellation convergence, (d) a Worker supervising its journal, (e) chaos on real parts (lost answers,
 killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json), (f) a connection
-flood against the shell's default connection budgets (bench/flood.py, also bench/results.json). Prints progress
-and each table, and writes bench/RESULTS.md with the machine, the command and the ratios measured in this run.
+flood against the shell's default connection budgets (bench/flood.py, also bench/results.json), (g) failovers
+of a Patroni cluster under load (bench/failover.py, its own three-node cluster, also bench/results.json).
+Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
+measured in this run.
 
 Touches: a temporary folder under /tmp (removed), the processes it starts, loopback ports,
 bench/RESULTS.md, and .venv (it installs the benchmark-only extra `bench` when Procrastinate is
@@ -26,7 +28,7 @@ from pathlib import Path
 from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e", "f")
+PARTS = ("a", "b", "c", "d", "e", "f", "g")
 
 
 def ensure_procrastinate() -> str:
@@ -53,6 +55,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--records", type=int, default=1000, help="journal records in (d)")
     p.add_argument("--chaos-runs", type=int, default=500, help="Runs of the chaos engine in (e) (default 500)")
     p.add_argument("--flood-seconds", type=float, default=30.0, help="length of the flood in (f) (default 30)")
+    p.add_argument("--failovers", type=int, default=10, help="leader kills in (g) (default 10)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
     return p.parse_args(argv)
@@ -105,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import flood
 
             results.append(flood.run(env, args.flood_seconds))
+        if "g" in only:
+            from bench import failover
+
+            results.append(failover.run(args.failovers))
         pg_settings = dict(env.settings)
     total = time.monotonic() - started
     host["load average at start"] = " ".join(f"{x:.2f}" for x in load)

@@ -17,7 +17,6 @@ Touches: a folder it is given (journals, fake task logs and status files), its c
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import secrets
@@ -34,9 +33,6 @@ from qinglong.wire import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
-    ArtifactReceipt,
-    ArtifactStored,
-    ArtifactUploadRequest,
     CompletionRequest,
     CompletionResponse,
     LeaseControlRequest,
@@ -44,6 +40,8 @@ from qinglong.wire import (
     LeaseRenewed,
     OfferOffered,
     OfferResponse,
+    OutputAppended,
+    OutputAppendRequest,
     Snapshot,
     WorkerSessionAlive,
     ql3w,
@@ -150,10 +148,12 @@ class CountingClient(WorkerIngressHttpsClient):
             deadline_at_ms=None,
         )
 
-    async def upload(self, session: Session, offer_id: str, body: ArtifactUploadRequest) -> ArtifactStored:
-        self.calls["upload"] += 1
-        receipt = ArtifactReceipt(artifact_id=str(uuid.uuid4()), kind=body.kind, sha256=body.sha256, size=body.size)
-        return ArtifactStored(receipt=receipt)
+    async def append_output(
+        self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
+    ) -> OutputAppended:
+        self.calls["append_output"] += 1
+        end = body.offset + len(body.data)
+        return OutputAppended(stream=body.stream, next_offset=end, head_bytes=64 * 1024, tail_bytes=64 * 1024)
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         self.calls["complete"] += 1
@@ -222,13 +222,10 @@ def build_journal(path: Path, work: Path, records: int, scenario: str, dead_pid:
                 if kind == "exited":
                     status.write_text(json.dumps({"exitCode": 0, "signal": None}))
             else:
-                digest = hashlib.sha256(b"hello from a task\n").hexdigest()
-                receipt = {"artifactId": str(uuid.uuid4()), "kind": "log", "sha256": digest, "size": 18}
                 state = TERMINAL_KINDS[kind]
                 inbox = inbox.replace(
                     lease_version=3,
                     snapshot=snapshot(offer, ended=True, lease_version=3).to_obj(),
-                    receipts=(receipt,),
                     exit_code=0,
                     reason={"completed": "completed", "control_plane_terminal": "fenced.stale_version"}.get(
                         kind, "local lease expired: stopped"

@@ -56,16 +56,26 @@ from qinglong.wire import (
     OfferEmpty,
     OfferOffered,
     OfferPullRequest,
+    OutputAppended,
+    OutputAppendRequest,
     Plan,
+    ProjectView,
+    ProjectWorker,
+    ProjectWorkers,
     Record,
     RunAlreadyEnqueued,
     RunEnqueued,
     RunList,
     RunListQuery,
+    RunOutput,
+    RunOutputQuery,
     RunProjection,
     RunSummary,
     RunTimeline,
     Snapshot,
+    TaskList,
+    TaskSchedule,
+    TaskSummary,
     TimelineEvent,
     Variants,
     WorkerSessionAlive,
@@ -79,9 +89,12 @@ from qinglong.wire import (
     errors,
     lease_control,
     offer,
+    output,
+    project,
     ql3w,
     run_list,
     session,
+    tasks,
     timeline,
 )
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
@@ -101,6 +114,7 @@ from qinglong.wire.fields import (
     Token,
     Uuid,
 )
+from qinglong.wire.output import OutputAttempt, OutputChunk, OutputStream
 from qinglong.wire.query import Query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +142,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("Enqueue", enqueue, enqueue.ENQUEUE_SCHEMA),
     Family("Run timeline", timeline, timeline.TIMELINE_SCHEMA),
     Family("Run history", run_list, run_list.RUN_LIST_SCHEMA),
+    Family("Task output", output, output.OUTPUT_SCHEMA),
+    Family("Task list", tasks, tasks.TASK_LIST_SCHEMA),
+    Family("Project view and its Workers", project, project.PROJECT_VIEW_SCHEMA),
     Family("Errors", errors, errors.ERROR_SCHEMA),
 )
 
@@ -345,6 +362,61 @@ def examples() -> dict[type[Message], Message]:
             ),
             next_cursor=CURSOR,
         ),
+        OutputAppendRequest(**_fence(), stream="stdout", offset=0, data=LOG),
+        OutputAppended(stream="stdout", next_offset=len(LOG), head_bytes=524_288, tail_bytes=524_288),
+        RunOutput(
+            run_status="succeeded",
+            attempt=OutputAttempt(
+                attempt_id=ATTEMPT, attempt_no=1, status="succeeded", exit_code=0, error_code=None, ended_at_ms=T0 + 9
+            ),
+            attempts=1,
+            streams=(OutputStream(stream="stdout", next_offset=len(LOG), head_bytes=524_288, kept_bytes=len(LOG)),),
+            chunks=(OutputChunk(seq=41, stream="stdout", offset=0, data=LOG),),
+            more=False,
+        ),
+        TaskList(
+            project_id=PROJECT,
+            project="nightly-jobs",
+            tasks=(
+                TaskSummary(
+                    task_id=TASK,
+                    name="nightly-backup",
+                    status="active",
+                    revision_id=REVISION,
+                    argv=("sh", "-c", "/usr/local/bin/backup.sh"),
+                    pool="default",
+                    timeout_ms=600_000,
+                    max_attempts=3,
+                    schedule=TaskSchedule(
+                        cron="30 2 * * *", timezone="Europe/Berlin", overlap="skip", next_fire_at_ms=T0 + 5_400_000
+                    ),
+                ),
+            ),
+        ),
+        ProjectView(
+            project_id=PROJECT,
+            project="nightly-jobs",
+            project_status="active",
+            subject="alice",
+            subject_kind="user",
+            role="operator",
+            run_read="allow",
+            run_start="allow",
+            run_stop="allow",
+        ),
+        ProjectWorkers(
+            workers=(
+                ProjectWorker(
+                    name="router-1",
+                    pool="default",
+                    generation=2,
+                    status="active",
+                    online=True,
+                    last_contact_at_ms=T0 + 9,
+                    active_attempts=1,
+                ),
+            ),
+        ),
         ErrorMessage(code="fenced.stale_version", message="stale_version", request_id=REQUEST_ID),
     ]
     by_class: dict[type[Message], Message] = {}
@@ -361,6 +433,7 @@ def examples() -> dict[type[Message], Message]:
 
 EXAMPLE_QUERIES: dict[type[Query], Query] = {
     RunListQuery: RunListQuery(task_id=TASK, status="failed", since_ms=T0, limit=20),
+    RunOutputQuery: RunOutputQuery(attempt=1, after=41),
 }
 
 # -- describing declared fields ------------------------------------------------------------------

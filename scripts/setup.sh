@@ -10,6 +10,8 @@ APT_PACKAGES=(
   postgresql-15 postgresql-15-pgtap postgresql-15-cron postgresql-15-plpgsql-check
   sqitch libdbd-pg-perl libtap-parser-sourcehandler-pgtap-perl
   python3 python3-venv util-linux curl openssl jq systemd pgbouncer
+  chromium chromium-driver fonts-dejavu-core
+  patroni python3-etcd etcd-server
 )
 
 missing=()

@@ -1,6 +1,7 @@
-"""The pg_cron schedule change (ql/converge_schedule) on a real PostgreSQL 15 with pg_cron 1.4: where
-pg_cron serves the database, `sqitch deploy` creates exactly one job that runs `CALL ql_api.converge()`
-as ql_scheduler every minute, and a real job run cancels a queued Run that carries a cancel intent and,
+"""The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule) on a real PostgreSQL 15 with
+pg_cron 1.4: where pg_cron serves the database, `sqitch deploy` creates exactly one job that runs
+`CALL ql_api.converge()` as ql_scheduler every minute (and one that runs `CALL ql_api.retain()` as
+ql_scheduler once a day), and a real job run cancels a queued Run that carries a cancel intent and,
 in the same cycle, enqueues the due fire time of a task scheduled every minute (ql_api.schedule_fire_v1);
 where pg_cron serves another database the change deploys and verifies cleanly without a job; and
 `sqitch revert` removes the job.
@@ -35,6 +36,14 @@ TMP = Path("/tmp")  # noqa: S108  (world-traversable, unlike pytest's tmp_path)
 CRON_DB = "qinglong"
 OTHER_DB = "qinglong_side"
 JOB = "qinglong-converge"
+RETENTION_JOB = (
+    "qinglong-retention",
+    "17 3 * * *",
+    "CALL ql_api.retain()",
+    CRON_DB,
+    "ql_scheduler",
+    True,
+)
 FIXED_EXECUTOR = "00000000-0000-4000-8000-000000000001"
 POLL_S = 2.0
 WAIT_S = 75.0  # pg_cron 1.4 has minute granularity
@@ -132,7 +141,10 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
     # -- pg_cron serves this database: exactly one job, as ql_scheduler --------------------------
     sqitch("deploy", "--quiet", cluster.sqitch_target(CRON_DB))
     with psycopg.connect(cluster.dsn(CRON_DB), autocommit=True) as conn:
-        assert cron_jobs(conn) == [(JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True)]
+        assert cron_jobs(conn) == [
+            (JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True),
+            RETENTION_JOB,
+        ]
         job_id = one(conn, "select jobid from cron.job where jobname = %s", (JOB,))
         run = queue_cancelled_run(conn)
         scheduled_task, fire_at_ms = schedule_every_minute(conn)
@@ -203,7 +215,7 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         assert one(conn, "select count(*) from pg_extension where extname = 'pg_cron'") == 0
         assert one(conn, "select to_regprocedure('ql_api.converge(integer, integer, bigint)') is not null")
     with psycopg.connect(cluster.dsn(CRON_DB), autocommit=True) as conn:
-        assert [j[3] for j in cron_jobs(conn)] == [CRON_DB]
+        assert [j[3] for j in cron_jobs(conn)] == [CRON_DB, CRON_DB]
     sqitch("verify", cluster.sqitch_target(CRON_DB))
 
     # -- revert removes the job (and is harmless where there is none) ----------------------------

@@ -76,7 +76,8 @@ SERVICE: Final[Mapping[str, Mapping[str, str]]] = {
         **HARDENING,
         "User": "qinglong-shell",
         "Group": "qinglong-shell",
-        "KillMode": "control-group",
+        # SIGTERM to the parent alone, which stops its children (processes > 1); SIGKILL to all at the timeout.
+        "KillMode": "mixed",
         "RestartPreventExitStatus": "2",  # a configuration error
         "LimitNOFILE": "65536",
         "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",

@@ -31,7 +31,7 @@ from typing import Any
 from qinglong.cli import catalogue
 from qinglong.db import sqitch
 from qinglong.wire.codec import WireError
-from qinglong.wire.common import RUN_STATUSES
+from qinglong.wire.common import NAME_PATTERN, RUN_STATUSES
 from qinglong.wire.fields import Record, Str, wire
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN
 
@@ -141,6 +141,21 @@ def _uuid(text: str) -> str:
         return str(uuid.UUID(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a uuid: {text}") from None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _name(text: str) -> str:
+    """A project's or task's name, or an id (a name has the form of ql.projects.name and ql.tasks.name)."""
+    if not re.fullmatch(NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"not a name or id: {text!r}")
+    return text
 
 
 def _positive(text: str) -> int:
@@ -254,7 +269,8 @@ def cmd_subject_create(args: argparse.Namespace) -> int:
     def create(tx: Any) -> dict[str, Any]:  # the subject, its binding and its token file: all or nothing
         created: dict[str, Any] = tx.call("subject_create_v1", args.kind, args.name, token_digest(token))
         if args.project:
-            tx.call("role_binding_set_v1", args.project, created["subjectId"], args.role or "operator", True)
+            project = catalogue.project_id(tx, args.project)
+            tx.call("role_binding_set_v1", project, created["subjectId"], args.role or "operator", True)
         _write_new(args.token_file, token + "\n", args.force)  # before the commit: a refused write rolls back
         return created
 
@@ -282,11 +298,12 @@ def cmd_task_create(args: argparse.Namespace) -> int:
         raise Failure("--timezone and --overlap go with --schedule")
 
     def create(tx: Any) -> dict[str, Any]:  # the task and its schedule commit together
-        created: dict[str, Any] = tx.call("task_create_v1", args.project, args.name, plan)
+        project = catalogue.project_id(tx, args.project)
+        created: dict[str, Any] = tx.call("task_create_v1", project, args.name, plan)
         if args.schedule is not None:
-            tx.call("task_schedule_set_v1", args.project, args.name, args.schedule, args.timezone or "UTC",
+            tx.call("task_schedule_set_v1", project, args.name, args.schedule, args.timezone or "UTC",
                     args.overlap or "skip")  # fmt: skip
-            created["schedule"] = tx.call("task_schedule_show_v1", args.project, args.name, 5)
+            created["schedule"] = tx.call("task_schedule_show_v1", project, args.name, 5)
         return created
 
     result = _admin_transaction(args, create)
@@ -313,9 +330,10 @@ def _schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
 def cmd_task_schedule(args: argparse.Namespace) -> int:
     def body(tx: Any) -> dict[str, Any]:  # a change and the schedule it leaves, in one transaction
         changed: dict[str, Any] = {}
+        project = catalogue.project_id(tx, args.project)
         if not args.show:
-            changed = tx.call("task_schedule_set_v1", args.project, args.name, args.cron, args.timezone, args.overlap)
-        return {"changed": changed, "shown": tx.call("task_schedule_show_v1", args.project, args.name, args.count)}
+            changed = tx.call("task_schedule_set_v1", project, args.name, args.cron, args.timezone, args.overlap)
+        return {"changed": changed, "shown": tx.call("task_schedule_show_v1", project, args.name, args.count)}
 
     result = _admin_transaction(args, body)
     changed, shown = result["changed"], result["shown"]
@@ -330,11 +348,22 @@ def cmd_task_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task_id(api: Any, project: str, task: str | None) -> str | None:
+    """A task named by its id, or by its name within the project (one call to the project's task list)."""
+    if task is None or _is_uuid(task):
+        return task
+    listed = _user_call(lambda: api.tasks(project))
+    found = [t["taskId"] for t in listed["tasks"] if t["name"] == task]
+    if not found:
+        raise Failure(f"no task {task!r} in project {project}")
+    return str(found[0])
+
+
 def cmd_run_enqueue(args: argparse.Namespace) -> int:
     api = _api(args)
-    result = _user_call(lambda: api.enqueue(args.project, args.task))
-    print(json.dumps(result, indent=2) if args.json else f"run {result['runId']}: {result['status']}")
-    return 0
+    task = _task_id(api, args.project, args.task)
+    result = _user_call(lambda: api.enqueue(args.project, task))
+    return _created(args, result["runId"], result, f"run {result['runId']}: {result['status']}")
 
 
 def cmd_run_cancel(args: argparse.Namespace) -> int:
@@ -371,16 +400,33 @@ def cmd_run_list(args: argparse.Namespace) -> int:
     from qinglong.cli.timeline import render_runs
     from qinglong.wire import RunListQuery, WireError
 
+    api = _api(args)
     try:
         query = RunListQuery(
-            task_id=args.task, status=args.status, since_ms=args.since, until_ms=args.until, limit=args.limit,
-            cursor=args.cursor,
+            task_id=_task_id(api, args.project, args.task), status=args.status, since_ms=args.since,
+            until_ms=args.until, limit=args.limit, cursor=args.cursor,
         )  # fmt: skip
     except WireError as exc:
         raise Failure(f"bad filter: {exc.message}") from None
-    api = _api(args)
     page = _user_call(lambda: api.list_runs(args.project, query.to_query()))
-    print(json.dumps(page, indent=2) if args.json else render_runs(page))
+    if args.ids:
+        print("\n".join(r["runId"] for r in page["runs"]))
+    else:
+        print(json.dumps(page, indent=2) if args.json else render_runs(page))
+    return 0
+
+
+def cmd_run_logs(args: argparse.Namespace) -> int:
+    from qinglong.cli.output import print_logs
+    from qinglong.wire import RunOutputQuery
+
+    api = _api(args)
+
+    def fetch(attempt: int | None, after: int | None) -> dict[str, Any]:
+        query = RunOutputQuery(attempt=attempt, after=after).to_query()
+        return _user_call(lambda: api.output(args.project, args.run, query))
+
+    print_logs(fetch, args.attempt, args.follow, args.json)
     return 0
 
 
@@ -404,12 +450,11 @@ def cmd_shell_serve(args: argparse.Namespace) -> int:
     from qinglong.shell.serve import main as serve
 
     try:
-        serve(args.config)
+        return serve(args.config)
     except ConfigError as exc:
         raise Failure(str(exc)) from None
     except OSError as exc:
         raise Failure(f"cannot listen: {exc.strerror or exc}", EXIT_UNAVAILABLE) from None
-    return 0
 
 
 def cmd_worker_run(args: argparse.Namespace) -> int:
@@ -448,7 +493,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--api", help="user API origin, https://host:port (default: QINGLONG_API, then the profile)")
         p.add_argument("--ca", type=Path, help="CA certificate that signed the shell's certificate (QINGLONG_CA)")
         p.add_argument("--token-file", type=Path, help="file holding your bearer token (QINGLONG_TOKEN_FILE)")
-        p.add_argument("--project", type=_uuid, required=True, help="project id")
+        p.add_argument("--project", type=_name, required=True, metavar="NAME|ID", help="the project, by name or id")
         p.add_argument("--json", action="store_true", help="print the answer as one JSON document")
 
     def creating(p: argparse.ArgumentParser) -> None:
@@ -502,7 +547,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="the subject's name")
     p.add_argument("--token-file", type=Path, required=True, help="the new 0600 file for its bearer token")
     p.add_argument("--force", action="store_true", help="replace an existing token file")
-    p.add_argument("--project", type=_uuid, help="bind it to this project…")
+    p.add_argument("--project", type=_name, metavar="NAME|ID", help="bind it to this project…")
     p.add_argument("--role", choices=("owner", "admin", "operator", "viewer"), help="…as (default operator)")
     creating(p)
     p.set_defaults(handler=cmd_subject_create)
@@ -510,7 +555,7 @@ def parser() -> argparse.ArgumentParser:
     task = group("task", "tasks, their immutable revisions and their schedules")
     p = task.add_parser("create", help="create a task, or give it a new revision")
     dsn(p)
-    p.add_argument("--project", type=_uuid, required=True, help="project id")
+    p.add_argument("--project", type=_name, required=True, metavar="NAME|ID", help="the project, by name or id")
     p.add_argument("--name", required=True, help="the task's name (a new plan under it is a new revision)")
     p.add_argument("--timeout-ms", type=_positive, help="how long one attempt may run")
     p.add_argument("--max-attempts", type=_positive, help="attempts of one Run, retries included")
@@ -525,7 +570,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_task_create)
     p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
     dsn(p)
-    p.add_argument("--project", type=_uuid, required=True, help="project id")
+    p.add_argument("--project", type=_name, required=True, metavar="NAME|ID", help="the project, by name or id")
     p.add_argument("--name", required=True, help="the task's name")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
@@ -539,9 +584,10 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_task_schedule)
 
     run = group("run", "Runs, through the user API")
-    p = run.add_parser("enqueue", help="queue a Run of a task")
+    p = run.add_parser("enqueue", help="queue a Run of a task (prints the Run's id)")
     api(p)
-    p.add_argument("--task", type=_uuid, required=True, help="the task's id")
+    p.add_argument("--verbose", action="store_true", help="also print a sentence on stderr")
+    p.add_argument("--task", type=_name, required=True, metavar="NAME|ID", help="the task, by name or id")
     p.set_defaults(handler=cmd_run_enqueue)
     p = run.add_parser("cancel", help="ask to cancel a Run (reason user)")
     api(p)
@@ -553,13 +599,20 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_run_show)
     p = run.add_parser("list", help="a project's Runs, newest first, one page at a time")
     api(p)
-    p.add_argument("--task", type=_uuid, help="only this task's Runs")
+    p.add_argument("--task", type=_name, metavar="NAME|ID", help="only this task's Runs (by name or id)")
     p.add_argument("--status", choices=RUN_STATUSES, help="only Runs in this status")
     p.add_argument("--since", type=_instant_ms, metavar="ISO", help="created at or after (no offset: UTC)")
     p.add_argument("--until", type=_instant_ms, metavar="ISO", help="created before (no offset: UTC)")
     p.add_argument("--limit", type=_positive, help="Runs per page, at most 100 (default 50)")
     p.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    p.add_argument("--ids", action="store_true", help="print only the Runs' ids, one per line")
     p.set_defaults(handler=cmd_run_list)
+    p = run.add_parser("logs", help="a Run's output: its stdout on stdout, its stderr on stderr")
+    api(p)
+    p.add_argument("--run", type=_uuid, required=True, help="the Run's id")
+    p.add_argument("--attempt", type=_positive, help="this Attempt (its number), not the latest")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the Run ends")
+    p.set_defaults(handler=cmd_run_logs)
 
     p = groups.add_parser("converge", help="one convergence cycle (what pg_cron runs every minute)")
     dsn(p)

@@ -1,4 +1,5 @@
-"""The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show a Run, list Runs.
+"""The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show, list Runs, read
+their output, list a project's tasks.
 It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
 Touches the network (one request per call) and reads the CA and token files it is given.
 """
@@ -76,20 +77,30 @@ class UserApi:
         except OSError as exc:
             raise Unreachable(str(getattr(exc, "reason", exc))) from None
 
-    def enqueue(self, project_id: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
+    def enqueue(self, project: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
         body = {"schema": "qinglong/run-enqueue@v1", "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
-        return self.request("POST", f"/api/v3/projects/{project_id}/runs", body)[1]
+        return self.request("POST", f"/api/v3/projects/{project}/runs", body)[1]
 
-    def cancel(self, project_id: str, run_id: str, mutation_id: str | None = None) -> dict[str, Any]:
+    def cancel(self, project: str, run_id: str, mutation_id: str | None = None) -> dict[str, Any]:
         body = {"schema": "qinglong/run-cancellation@v1", "mutationId": mutation_id or uuid.uuid4().hex}
-        return self.request("POST", f"/api/v3/projects/{project_id}/runs/{run_id}/cancellation", body)[1]
+        return self.request("POST", f"/api/v3/projects/{project}/runs/{run_id}/cancellation", body)[1]
 
-    def show(self, project_id: str, run_id: str) -> dict[str, Any]:
-        return self.request("GET", f"/api/v3/projects/{project_id}/runs/{run_id}")[1]
+    def show(self, project: str, run_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v3/projects/{project}/runs/{run_id}")[1]
 
-    def list_runs(self, project_id: str, query: str) -> dict[str, Any]:
+    def list_runs(self, project: str, query: str) -> dict[str, Any]:
         """One page of the run history; `query` is a RunListQuery's query string (qinglong.wire)."""
-        return self.request("GET", f"/api/v3/projects/{project_id}/runs" + (f"?{query}" if query else ""))[1]
+        return self.request("GET", f"/api/v3/projects/{project}/runs" + (f"?{query}" if query else ""))[1]
+
+    def tasks(self, project: str) -> dict[str, Any]:
+        """The project's tasks (qinglong/task-list@v1): how a task's name becomes its id."""
+        return self.request("GET", f"/api/v3/projects/{project}/tasks")[1]
+
+    def output(self, project: str, run_id: str, query: str) -> dict[str, Any]:
+        """One page of an Attempt's output; `query` is a RunOutputQuery's query string (qinglong.wire)."""
+        return self.request("GET", f"/api/v3/projects/{project}/runs/{run_id}/output" + (f"?{query}" if query else ""))[
+            1
+        ]
 
 
 def token_digest(token: str) -> bytes:

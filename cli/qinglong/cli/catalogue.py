@@ -63,6 +63,11 @@ def _one(items: Sequence[dict[str, Any]], key: str, wanted: str, what: str, id_k
     return found[0]
 
 
+def project_id(tx: Any, wanted: str) -> str:
+    """The id of the project named `wanted` (or whose id it is), inside the caller's transaction."""
+    return str(_one(tx.call("project_list_v1")["projects"], "name", wanted, "project", "projectId")["projectId"])
+
+
 # -- handlers -----------------------------------------------------------------------------------------
 
 

@@ -1,16 +1,27 @@
-"""`make demo`: the embedded demo — the real control plane on this machine, end to end.
+"""`make demo`: the embedded demo — the real control plane on this machine, end to end — and `make
+sandbox`, the same system left running for your own commands.
 Touches a temporary folder (removed at the end), its own PostgreSQL 15 (fsync on, pg_cron
 preloaded), loopback ports, and the processes it starts (the shell, a Worker and their tasks).
 
-It deploys with sqitch, makes a PKI, enrols a Worker, starts `qinglong shell serve` and
-`qinglong-worker run` as real processes, queues four Runs through the user API and drives them:
-one succeeds; one passes its timeoutMs and is stopped through stop_requested (timed_out); one is
-cancelled through the user API (cancelled); one survives a SIGKILL of its Worker and a restart
-(succeeded). It prints live progress, each Run's event timeline, the pg_cron job and one summary.
+Both deploy with sqitch, make a PKI, enrol a Worker (`demo-worker`, pool `default`) and start
+`qinglong shell serve` and `qinglong-worker run` as real processes. The demo then queues Runs through
+the user API and drives them: one succeeds and its output is read back (`run logs`); one passes its
+timeoutMs and is stopped through stop_requested (timed_out); one is cancelled through the user API
+(cancelled); one survives a SIGKILL of its Worker and a restart (succeeded); one waits in a pool no
+Worker serves and is cancelled (ended by pg_cron's convergence); and a scheduled task fires at pg_cron's
+next whole minute. It prints live progress, each Run's event timeline, the pg_cron job and one summary, and the
+web console's URL with a viewer's token; with QINGLONG_DEMO_KEEP=1 the system stays up until Ctrl-C or SIGTERM,
+and the folder is kept.
+
+`--sandbox -- COMMAND…` runs COMMAND (default: your $SHELL) in a fresh folder with the system up and
+QINGLONG_DSN (a DBA connection), QINGLONG_API, QINGLONG_CA and QINGLONG_PKI set, then tears it all down
+and exits with COMMAND's status: README.md's tour runs in it, and a test runs the tour there verbatim.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
 import os
 import shutil
 import signal
@@ -23,6 +34,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -39,6 +51,7 @@ EXPECTED = {
     "cancel-me": "cancelled",
     "survivor": "succeeded",
     "unserved": "cancelled",
+    "tick": "succeeded",
 }
 TASKS: dict[str, tuple[list[str], int]] = {
     "hello": (["sh", "-c", "echo hello from a Qinglong task; sleep 1"], 60000),
@@ -47,6 +60,18 @@ TASKS: dict[str, tuple[list[str], int]] = {
     "survivor": (["sh", "-c", "sleep 8; echo I outlived my Worker; exit 0"], 60000),
 }
 UNSERVED = "unserved"  # a task of a pool no Worker serves: its cancellation is pg_cron's to converge
+SCHEDULED = "tick"  # a task on cron '* * * * *': pg_cron's convergence fires it at the next whole minute
+TICK = ["sh", "-c", "echo tick: fired by its schedule at $(date -u +%H:%M:%S) UTC"]
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000))
+
+
+def _stdout(page: dict[str, Any]) -> str:
+    """The stdout chunks of one page of run output, as text, indented."""
+    data = b"".join(base64.b64decode(c["data"]) for c in page["chunks"] if c["stream"] == "stdout")
+    return "\n".join("  " + line for line in data.decode("utf-8", "replace").splitlines())
 
 
 def say(text: str) -> None:
@@ -84,8 +109,8 @@ class Demo:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(self, name: str, argv: list[str]) -> None:
-        log = (self.root / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
+        with (self.root / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
+            self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
 
     def stop_all(self) -> None:
         for proc in self.procs.values():
@@ -98,37 +123,29 @@ class Demo:
                 proc.kill()
         self.cluster.stop()
 
-    def run(self) -> int:
+    def start_system(self) -> None:
+        """PostgreSQL, the schema, a PKI, an enrolled Worker, the shell and the Worker, all running."""
         root = self.root
         say(f"• PostgreSQL 15 in {root / 'pg'} (fsync on, pg_cron preloaded)")
         self.cluster.start()
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
             conn.execute("create database qinglong")
-        dsn = self.cluster.dsn("qinglong")
+        self.dsn = dsn = self.cluster.dsn("qinglong")
         subprocess.run(sqitch("deploy", "--quiet", self.cluster.sqitch_target("qinglong")), check=True)
         say("• sqitch deploy: done (schema ql, API ql_api, the pg_cron job 'qinglong-converge')")
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("update ql.settings set lease_ttl_ms = 4000, offer_ttl_ms = 10000")
 
-        certs = root / "pki"
+        self.certs = certs = root / "pki"
         pki.init_ca(certs)
         pki.issue_server(certs, ["127.0.0.1"])
         worker_id = str(uuid.uuid4())
         issued = pki.issue_worker(certs, worker_id, name="worker")
         admin.call(dsn, "worker_enroll_v1", (worker_id, "demo-worker", "default", issued.fingerprint))
-        project = admin.call(dsn, "project_create_v1", ("demo",))["projectId"]
-        token = os.urandom(24).hex()
-        subject = admin.call(dsn, "subject_create_v1", ("user", "demo-operator", token_digest(token)))["subjectId"]
-        admin.call(dsn, "role_binding_set_v1", (project, subject, "operator", True))
-        tasks = {
-            name: admin.call(dsn, "task_create_v1", (project, name, {"argv": argv, "timeoutMs": timeout}))["taskId"]
-            for name, (argv, timeout) in TASKS.items()
-        }
-        plan = {"argv": ["true"], "pool": "nobody"}
-        tasks[UNSERVED] = admin.call(dsn, "task_create_v1", (project, UNSERVED, plan))["taskId"]
-        say(f"• PKI (ECDSA P-256) in {certs}; Worker {worker_id} enrolled; project 'demo', {len(tasks)} tasks")
+        say(f"• PKI (ECDSA P-256) in {certs}; Worker {worker_id} enrolled as demo-worker")
 
         worker_port, user_port, admin_port = free_port(), free_port(), free_port()
+        self.api_origin = f"https://127.0.0.1:{user_port}"
         secret = root / "cluster.secret"
         secret.write_text(os.urandom(32).hex())
         secret.chmod(0o600)
@@ -154,11 +171,45 @@ class Demo:
             # A Worker refuses tasks that would run as root unless told: the demo runs as root on a
             # throw-away machine (docs/operations.md §5, "Where and as whom a task runs").
         )
-        worker_argv = [sys.executable, "-m", "qinglong.worker", "run", "--config", str(root / "worker.toml")]
-        self.spawn("worker", worker_argv)
+        self.worker_argv = [sys.executable, "-m", "qinglong.worker", "run", "--config", str(root / "worker.toml")]
+        self.spawn("worker", self.worker_argv)
         say("• Worker started (qinglong-worker run)")
 
-        api = UserApi(f"https://127.0.0.1:{user_port}", token, certs / "ca.crt")
+    def sandbox(self, argv: list[str]) -> int:
+        """Run `argv` with the system up and the client's environment set; its exit status."""
+        self.start_system()
+        home = self.root / "home"
+        home.mkdir()
+        env = {**os.environ, "QINGLONG_DSN": self.dsn, "QINGLONG_API": self.api_origin,
+               "QINGLONG_CA": str(self.certs / "ca.crt"), "QINGLONG_PKI": str(self.certs),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+        say(f"• sandbox: {' '.join(argv)} in {home} (QINGLONG_DSN, QINGLONG_API, QINGLONG_CA, QINGLONG_PKI set)")
+        return subprocess.run(argv, cwd=home, env=env, check=False).returncode
+
+    def run(self) -> int:
+        self.start_system()
+        dsn, certs, worker_argv = self.dsn, self.certs, self.worker_argv
+        project = admin.call(dsn, "project_create_v1", ("demo",))["projectId"]
+        token = os.urandom(24).hex()
+        subject = admin.call(dsn, "subject_create_v1", ("user", "demo-operator", token_digest(token)))["subjectId"]
+        admin.call(dsn, "role_binding_set_v1", (project, subject, "operator", True))
+        viewer = os.urandom(24).hex()  # for a person in the web console: it may look, not act
+        seer = admin.call(dsn, "subject_create_v1", ("user", "demo-viewer", token_digest(viewer)))["subjectId"]
+        admin.call(dsn, "role_binding_set_v1", (project, seer, "viewer", True))
+        say(f"• web console: {self.api_origin}/console/ — project demo, viewer token {viewer} (the shell's "
+            f"certificate is signed by the demo's own CA, {certs / 'ca.crt'})")  # fmt: skip
+        tasks = {
+            name: admin.call(dsn, "task_create_v1", (project, name, {"argv": argv, "timeoutMs": timeout}))["taskId"]
+            for name, (argv, timeout) in TASKS.items()
+        }
+        plan = {"argv": ["true"], "pool": "nobody"}
+        tasks[UNSERVED] = admin.call(dsn, "task_create_v1", (project, UNSERVED, plan))["taskId"]
+        ticker = admin.call(dsn, "task_create_v1", (project, SCHEDULED, {"argv": TICK}))["taskId"]
+        fires = admin.call(dsn, "task_schedule_set_v1", (project, SCHEDULED, "* * * * *", "UTC", "skip"))
+        say(f"• project 'demo': {len(tasks)} tasks, and '{SCHEDULED}' on cron '* * * * *' (first fire at "
+            f"{_clock(fires['nextFireAtMs'])} UTC)")  # fmt: skip
+
+        api = UserApi(self.api_origin, token, certs / "ca.crt")
         runs = {name: api.enqueue(project, task)["runId"] for name, task in tasks.items()}
         say("• queued through the user API: " + ", ".join(f"{n} {r[:8]}" for n, r in runs.items()))
 
@@ -182,15 +233,16 @@ class Demo:
         started = time.monotonic()
         last = ""
         while True:
+            if SCHEDULED not in runs and (fired := api.list_runs(project, f"taskId={ticker}")["runs"]):
+                runs[SCHEDULED] = fired[-1]["runId"]  # the first fire time's Run (its schedule fires each minute)
+                say(f"• {SCHEDULED}: pg_cron's convergence fired its schedule: run {runs[SCHEDULED][:8]} queued")
             states = {name: status(name) for name in runs}
             line = "  " + "  ".join(f"{n}={s}" for n, s in states.items())
             if line != last:
                 say(f"{line}   (+{time.monotonic() - started:.0f}s)")
                 last = line
-            if all(s in TERMINAL for s in states.values()):
+            if SCHEDULED in runs and all(s in TERMINAL for s in states.values()):
                 break
-            if states[UNSERVED] not in TERMINAL and all(s in TERMINAL for n, s in states.items() if n != UNSERVED):
-                line += "   waiting for pg_cron's next minute"
             if time.monotonic() - started > 150:
                 say("demo: Runs did not end within 150 s")
                 break
@@ -200,6 +252,9 @@ class Demo:
         for name, run in runs.items():
             say(render(api.show(project, run), title=f"[{name}]"))
             say("")
+        for name in ("hello", SCHEDULED):
+            say(f"• qinglong run logs --project demo --run {runs.get(name, '?')}   ({name}: its stdout, as stored)")
+            say(_stdout(api.output(project, runs[name], "")) if name in runs else "  (did not fire)")
         with psycopg.connect(dsn) as conn:
             job = conn.execute(
                 "select jobname, schedule, username, command from cron.job where jobname = 'qinglong-converge'"
@@ -209,18 +264,39 @@ class Demo:
             ).fetchone()
         say(f"• pg_cron: job {job} — runs so far {runs_done} (minute cadence, as role ql_scheduler)")
         results = {name: status(name) for name in runs}
+        if SCHEDULED not in results:
+            results[SCHEDULED] = "not fired"
         ok = results == EXPECTED
         summary = ", ".join(f"{n} {s}" for n, s in results.items())
         say(f"{'PASS' if ok else 'FAIL'}: {summary}")
         return 0 if ok else 1
 
 
-def main() -> int:
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qinglong.cli.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--sandbox", action="store_true", help="run COMMAND with the system up, not the demo")
+    parser.add_argument("command", nargs="*", metavar="COMMAND", help="with --sandbox: what to run (default $SHELL)")
+    args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="qinglong-demo-", dir="/tmp"))
     root.chmod(0o755)
     demo = Demo(root)
     try:
-        return demo.run()
+        if args.sandbox:
+            return demo.sandbox(args.command or [os.environ.get("SHELL", "/bin/sh")])
+        status = demo.run()
+        if os.environ.get("QINGLONG_DEMO_KEEP"):  # leave the system up for a person to look (the console above)
+            say(f"• the system stays up (web console {demo.api_origin}/console/) until Ctrl-C (or SIGTERM)")
+            for stop in (signal.SIGINT, signal.SIGTERM):  # even where SIGINT came ignored (a background job)
+                signal.signal(stop, _interrupt)
+            try:
+                signal.pause()
+            except KeyboardInterrupt:
+                say("")
+        return status
     finally:
         demo.stop_all()
         if os.environ.get("QINGLONG_DEMO_KEEP"):

@@ -1,11 +1,12 @@
 -- ql_api.task_list_v1: the tasks of one Project (named by its id or its unique name), by name, each with a
 -- status (active | disabled), a summary of its current revision's plan (argv, pool, timeoutMs, maxAttempts) and
 -- its schedule if any.
--- Another Project's tasks never appear. Reads only. Not granted to ql_runtime (operators call it as a DBA).
+-- Another Project's tasks never appear. Reads only. Operators call it as a DBA; the user API (`run.read`) calls it with the admitted id.
 -- Returns {"status":"listed","projectId","project","tasks":[{"taskId","name","status","revisionId","argv","pool",
 --          "timeoutMs","maxAttempts","schedule":{"cron","timezone","overlap","nextFireAtMs"}|null}…]}
 --   | {"status":"invalid","reason":"project_id"} (null or empty) | {"status":"not_found","reason":"project"}.
 -- signature: ql_api.task_list_v1(text)
+-- grant execute: ql_runtime
 create or replace function ql_api.task_list_v1(p_project text)
 returns jsonb
 language plpgsql
@@ -41,5 +42,6 @@ $$;
 
 comment on function ql_api.task_list_v1(text) is
 'The tasks of one Project (by id or name) with their current plan summary and schedule. Results: listed | '
-'invalid (project_id) | not_found (project). Operators only.';
+'invalid (project_id) | not_found (project). Operators, and the user API after admission.';
 revoke all on function ql_api.task_list_v1(text) from public;
+grant execute on function ql_api.task_list_v1(text) to ql_runtime;

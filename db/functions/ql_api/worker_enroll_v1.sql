@@ -1,9 +1,13 @@
 -- ql_api.worker_enroll_v1: enrol a Worker with its client certificate's SHA-256, or re-enrol it.
 -- Re-enrolment (a new certificate, a new pool) bumps the generation and closes the live session in the
 -- same transaction, so everything the old generation holds is fenced at once.
+-- Names are unique (ql/unique_names): a name another Worker holds is fenced name_taken and nothing changes,
+-- also when a concurrent enrolment or re-enrolment takes it first (the unique index waits for it, then refuses).
 -- Not granted to ql_runtime (operators call it as a DBA).
--- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE).
--- Returns {"status":"enrolled"|"reenrolled","workerId","generation"} | {"status":"invalid","reason"}.
+-- Lock order: worker (FOR UPDATE: a re-enrolment may change its name, a key of the table, so the row is
+-- locked in that mode first, never upgraded) → its live session (FOR UPDATE).
+-- Returns {"status":"enrolled"|"reenrolled","workerId","generation"} | {"status":"invalid","reason"}
+--   | {"status":"fenced","reason":"name_taken"}.
 -- signature: ql_api.worker_enroll_v1(uuid, text, text, bytea)
 create or replace function ql_api.worker_enroll_v1(p_worker_id uuid, p_name text, p_pool text, p_cert_fingerprint bytea)
 returns jsonb
@@ -22,25 +26,31 @@ begin
     return ql.outcome('invalid', 'cert_fingerprint');
   end if;
 
-  select * into v_worker from ql.workers w where w.id = p_worker_id for no key update;
+  select * into v_worker from ql.workers w where w.id = p_worker_id for update;
   if v_worker.id is null then
     insert into ql.workers (id, name, pool, cert_fingerprint) values (p_worker_id, p_name, p_pool, p_cert_fingerprint)
+    on conflict (name) do nothing
     returning * into v_worker;
+    if v_worker.id is null then return ql.outcome('fenced', 'name_taken'); end if;
     return jsonb_build_object('status', 'enrolled', 'workerId', v_worker.id, 'generation', v_worker.generation);
   end if;
+  begin  -- first, so that a name another Worker holds (or takes meanwhile) leaves everything as it was
+    update ql.workers w
+       set generation = w.generation + 1, name = p_name, pool = p_pool, cert_fingerprint = p_cert_fingerprint,
+           status = 'active'
+     where w.id = p_worker_id
+    returning * into v_worker;
+  exception when unique_violation then
+    return ql.outcome('fenced', 'name_taken');
+  end;
   perform 1 from ql.worker_sessions s where s.worker_id = p_worker_id and s.status = 'live' for update;
   update ql.worker_sessions s set status = 'closed', ended_at_ms = ql.now_ms()
    where s.worker_id = p_worker_id and s.status = 'live';
-  update ql.workers w
-     set generation = w.generation + 1, name = p_name, pool = p_pool, cert_fingerprint = p_cert_fingerprint,
-         status = 'active'
-   where w.id = p_worker_id
-  returning * into v_worker;
   return jsonb_build_object('status', 'reenrolled', 'workerId', v_worker.id, 'generation', v_worker.generation);
 end;
 $$;
 
 comment on function ql_api.worker_enroll_v1(uuid, text, text, bytea) is
 'Enrols a Worker (generation 1) or re-enrols it (generation +1, live session closed). Results: enrolled | reenrolled | '
-'invalid (worker_id, name, pool, cert_fingerprint). Operators only.';
+'invalid (worker_id, name, pool, cert_fingerprint) | fenced (name_taken). Operators only.';
 revoke all on function ql_api.worker_enroll_v1(uuid, text, text, bytea) from public;

@@ -1,12 +1,13 @@
 -- Tests ql_api.subject_create_v1: a subject is created by the SHA-256 of its bearer token (the token itself is
--- never stored), a digest already in use is fenced token_in_use, invalid kind/name/digest change nothing, the
+-- never stored), a digest already in use is fenced token_in_use, a name already in use name_taken (names are
+-- unique and exact; the digest is checked first), invalid kind/name/digest change nothing, the
 -- digest of the empty token (what the shell admits a request without a bearer token with) is refused
 -- empty_token and writes nothing, and no runtime or scheduler role may register a subject (operators call it
 -- as a DBA, through the CLI).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(69);
+select plan(75);
 
 -- Everything the control plane stores: runs, attempts, …, projects, subjects, bindings, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -101,10 +102,18 @@ select results_eq(
   $$values ('agent'::text, 'robot'::text), ('system'::text, 'control-plane'::text)$$,
   'the agent and the system subject are stored with their kinds');
 
--- Names need not be unique (two people may share one); tokens must be.
-select is(ql_api.subject_create_v1('user', 'alice', pg_temp.digest('another-alice')) ->> 'status', 'created',
-  'a second subject may share a name, with another token');
-select is((select count(*)::int from ql.subjects s where s.name = 'alice'), 2, 'two subjects are named alice');
+-- Names are unique (ql/unique_names), and exact.
+select pg_temp.ostate() as before \gset
+select is(ql_api.subject_create_v1('user', 'alice', pg_temp.digest('another-alice')),
+  '{"status": "fenced", "reason": "name_taken"}', 'a second subject of the same name is fenced name_taken');
+select is(ql_api.subject_create_v1('agent', 'alice', pg_temp.digest('another-alice')),
+  '{"status": "fenced", "reason": "name_taken"}', 'whatever its kind');
+select is(pg_temp.ostate(), :'before', 'name_taken registers nothing and changes nothing');
+select is((select count(*)::int from ql.subjects s where s.name = 'alice'), 1, 'one subject is named alice');
+select is(ql_api.subject_create_v1('user', 'Alice', pg_temp.digest('capital-alice')) ->> 'status', 'created',
+  'names are exact: Alice is another name');
+select throws_ok($$insert into ql.subjects (kind, name, token_digest) values ('user', 'alice', sha256('direct'::bytea))$$,
+  '23505', null, 'the table itself refuses a second alice (subjects_name_key), whoever writes it');
 
 -- Boundaries of the name: 1 and 200 characters, any characters.
 select is(ql_api.subject_create_v1('user', 'z', pg_temp.digest('tok-z')) ->> 'status', 'created',
@@ -128,6 +137,9 @@ select pg_temp.ostate() as before \gset
 select is(ql_api.subject_create_v1('user', 'alice', pg_temp.digest('raw-token-of-alice-3f9a')),
   '{"status": "fenced", "reason": "token_in_use"}', 'a disabled subject''s digest stays in use');
 select is(pg_temp.ostate(), :'before', 'a disabled subject''s digest is fenced and nothing is revived');
+select is(ql_api.subject_create_v1('user', 'alice', pg_temp.digest('alice-again')),
+  '{"status": "fenced", "reason": "name_taken"}', 'a disabled subject''s name stays taken');
+select is(pg_temp.ostate(), :'before', 'and nothing changes');
 
 -- ---------------------------------------------------------------------------------------------
 -- 3. invalid: nothing changes.

@@ -1,11 +1,12 @@
 -- Tests ql_api.worker_enroll_v1: a Worker is enrolled at generation 1, re-enrolled at generation 2 (new certificate
 -- and pool, its live session closed in the same transaction, so a pull or a lease renewal through the old session
--- is fenced stale_session), invalid arguments change nothing (not even the live session), and no runtime or
--- scheduler role may enrol a Worker (operators call it as a DBA, through the CLI).
+-- is fenced stale_session), invalid arguments and a name another Worker holds (fenced name_taken) change nothing
+-- (not even the live session), and no runtime or scheduler role may enrol a Worker (operators call it as a DBA,
+-- through the CLI).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(60);
+select plan(65);
 
 -- Everything the control plane stores: runs, attempts, …, sessions, projects, subjects, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -230,6 +231,22 @@ select is(pg_temp.refused(:'w', 'builder-1b', 'we-new', substr(pg_temp.digest('c
 select is(array[pg_temp.worker_row(:'w', 'cert-c'), pg_temp.session_row(:'s4')],
   array['(builder-1b,we-new,4,active,t)', '(live,f)'],
   'after the refused re-enrolments the Worker is still generation 4 and its session still live');
+-- Names are unique: another Worker's name is fenced name_taken, for a new id and for a re-enrolment.
+select name as w2_name from ql.workers where id = :'w2' \gset
+select is(pg_temp.refused(gen_random_uuid(), :'w2_name', 'default', pg_temp.digest('cert-y')),
+  '{"reason": "name_taken", "status": "fenced"} and nothing changed',
+  'enrolling a new Worker under another Worker''s name is fenced name_taken and nothing changes');
+select is(pg_temp.refused(gen_random_uuid(), 'builder-1b', 'we-new', pg_temp.digest('cert-c')),
+  '{"reason": "name_taken", "status": "fenced"} and nothing changed',
+  'a new id under W''s name is fenced name_taken (even with W''s certificate)');
+select is(pg_temp.refused(:'w', :'w2_name', 'we-new', pg_temp.digest('cert-z')),
+  '{"reason": "name_taken", "status": "fenced"} and nothing changed',
+  're-enrolling W under another Worker''s name is fenced name_taken and nothing changes');
+select is(array[pg_temp.worker_row(:'w', 'cert-c'), pg_temp.session_row(:'s4')],
+  array['(builder-1b,we-new,4,active,t)', '(live,f)'],
+  'after the name_taken refusal W is still generation 4 with its session live');
+select is(ql_api.worker_enroll_v1(gen_random_uuid(), 'Builder-1b', 'we-new', pg_temp.digest('cert-f')) ->> 'status',
+  'enrolled', 'names are exact: Builder-1b is another name');
 select is(pg_temp.refused(gen_random_uuid(), '', 'BAD', null),
   '{"reason": "name", "status": "invalid"} and nothing changed',
   'with several bad arguments the first (name) is reported and nothing changes');

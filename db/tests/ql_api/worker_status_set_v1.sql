@@ -16,14 +16,15 @@ select function_privs_are('ql_api', 'worker_status_set_v1', array['text', 'boole
 select function_privs_are('ql_api', 'worker_status_set_v1', array['text', 'boolean'], 'ql_scheduler', array[]::text[],
   'the scheduler role may not disable a Worker');
 
--- A Worker holding a running Attempt, and two Workers sharing a name.
+-- A Worker holding a running Attempt, and two Workers one of which is named by the other's id (names are unique,
+-- ql/unique_names: that is the one ambiguity left).
 select pg_temp.mk_scenario() as busy \gset
 update ql.workers set name = 'ws-busy' where id = :'busy';
 select pg_temp.offer_at(:'busy', 'running') as o \gset
 select (:'o'::jsonb ->> 'sessionId')::uuid as session \gset
 select pg_temp.mk_worker() as twin1 \gset
 select pg_temp.mk_worker() as twin2 \gset
-update ql.workers set name = 'ws-twin' where id in (:'twin1', :'twin2');
+update ql.workers set name = :'twin1' where id = :'twin2';
 
 set local role ql_runtime;
 select throws_ok(format('select ql_api.worker_status_set_v1(%L, false)', :'busy'), '42501',
@@ -40,9 +41,9 @@ select is(ql_api.worker_status_set_v1('ws-nobody', false), '{"status": "not_foun
   'an unknown name is not found');
 select is(ql_api.worker_status_set_v1(gen_random_uuid()::text, false), '{"status": "not_found", "reason": "worker"}',
   'an unknown id is not found');
-select is(ql_api.worker_status_set_v1('ws-twin', false),
-  '{"status": "invalid", "reason": "name", "detail": "2 Workers match ''ws-twin'': name one by its id"}',
-  'a name two Workers share is refused, with the count');
+select is(ql_api.worker_status_set_v1(:'twin1', false),
+  jsonb_build_object('status', 'invalid', 'reason', 'name', 'detail', format('2 Workers match %L: name one by its id', :'twin1')),
+  'a Worker''s id that is another Worker''s name is refused, with the count');
 select is(pg_temp.ostate(), :'before', 'the refused calls change nothing');
 
 -- Disable by name: the Worker is disabled, its live session closed.
@@ -75,8 +76,8 @@ select is(ql_api.worker_session_open_v1(:'busy', 1, sha256(convert_to('cert-a', 
 reset role;
 
 -- A twin by its id works, and only that twin changes.
-select is(ql_api.worker_status_set_v1(:'twin1', false) ->> 'status', 'disabled', 'a twin is disabled by its id');
-select results_eq(format('select status from ql.workers where id = %L', :'twin2'), $$values ('active'::text)$$,
+select is(ql_api.worker_status_set_v1(:'twin2', false) ->> 'status', 'disabled', 'a twin is disabled by its id');
+select results_eq(format('select status from ql.workers where id = %L', :'twin1'), $$values ('active'::text)$$,
   'the other twin is untouched');
 
 select * from finish();

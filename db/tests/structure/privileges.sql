@@ -33,14 +33,17 @@ select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
   array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_complete_v1', 'attempt_lease_control_v1',
-        'offer_pull_v1', 'request_admission_v1', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_timeline_v1',
+        'offer_pull_v1', 'output_append_v1', 'project_view_v1', 'project_workers_v1', 'request_admission_v1',
+        'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
+        'run_timeline_v1', 'task_list_v1',
         'worker_session_heartbeat_v1', 'worker_session_open_v1'],
   'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
-  array['converge', 'lease_expiry_reconcile_v1', 'run_cancellation_converge_v1', 'schedule_fire_v1'],
-  'ql_scheduler executes exactly converge and its three page functions');
+  array['converge', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'prune_v1', 'retain', 'retention_maintain_v1',
+        'run_cancellation_converge_v1', 'schedule_fire_v1'],
+  'ql_scheduler executes exactly converge and its four page functions, retain and its two');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');
@@ -56,9 +59,10 @@ select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p
              and not (p.prosecdef and p.proconfig = array['search_path=pg_catalog, pg_temp'])), null,
           'every ql_api function is SECURITY DEFINER with search_path = pg_catalog, pg_temp');
 select is(array(select p.proname || ':' || p.prosecdef || ':' || (p.proconfig is null) from pg_proc p
-                join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'ql_api' and p.prokind = 'p'),
-          array['converge:false:true'],
-                  'the one procedure, converge, is SECURITY INVOKER with no SET clause (it must COMMIT between pages)');
+                join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'ql_api' and p.prokind = 'p'
+                order by 1),
+          array['converge:false:true', 'retain:false:true'],
+                  'the two procedures, converge and retain, are SECURITY INVOKER with no SET clause (they COMMIT between pages)');
 
 set local role ql_runtime;
 select throws_ok('select count(*) from ql.runs', '42501', 'permission denied for schema ql',

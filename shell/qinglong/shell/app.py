@@ -26,17 +26,20 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http import HTTPStatus
 from typing import Any, Final
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED
-from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
+from qinglong.shell.routes import ROUTES, UUID_TEXT, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
+from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
@@ -53,6 +56,7 @@ OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database 
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_NAME: Final = re.compile(NAME_PATTERN)
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
 _JSON_MEDIA_TYPE: Final = re.compile(r'application/json(?:[ \t]*;[ \t]*charset=(?:utf-8|"utf-8"))?', re.IGNORECASE)
@@ -159,6 +163,8 @@ def _check_path_ids(request: web.Request) -> None:
     for name, value in request.match_info.items():
         if name.endswith("Id") and not _UUID.fullmatch(value):
             raise Refusal("wire.bad_uuid", f"path {name} is not a canonical uuid")
+        if name == "project" and not _NAME.fullmatch(value):
+            raise Refusal("wire.bad_pattern", "path project is not a project id or name")
 
 
 def _parse(route: Route, call: Call, raw: bytes) -> Message:
@@ -219,17 +225,17 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
         message = "no well-formed bearer token (Authorization: Bearer <token>)"
         raise _unauthenticated(request, route, reason, message, request_id=request_id)
     digest = hashlib.sha256(m[1].encode("ascii")).digest()
-    decision = await request.app[DB].call(
-        Admission.FUNCTION, Admission.args(digest, call.match["projectId"], route.permission, route.name, request_id)
-    )
+    project = call.match["project"]
+    decision = await request.app[DB].call(*Admission.call(digest, project, route.permission, route.name, request_id))
     try:
         admission = Admission.from_obj(decision)
     except WireError:
         raise Refusal("internal.bad_projection", "admission answered outside its contract") from None
     if admission.decision == "allow":
-        if admission.subject_id is None or admission.project_version is None or admission.binding_version is None:
-            raise Refusal("internal.bad_projection", "an allow without its subject and versions")
-        call.subject_id = admission.subject_id
+        project_id = admission.project_id or (project if UUID_TEXT.fullmatch(project) else None)  # v1 was given it
+        if None in (admission.subject_id, project_id, admission.project_version, admission.binding_version):
+            raise Refusal("internal.bad_projection", "an allow without its subject, project and versions")
+        call.subject_id, call.project_id = admission.subject_id, project_id
         call.project_version, call.binding_version = admission.project_version, admission.binding_version
         return
     if admission.decision == "require_approval":
@@ -328,7 +334,8 @@ def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator
 
 
 def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool = False) -> web.Application:
-    """The worker-ingress ("worker") or user-API ("user") application over one Database."""
+    """The worker-ingress ("worker") or user-API ("user") application over one Database (the user API's also
+    serves /openapi.json and the web console's static files, qinglong.shell.console)."""
     app = web.Application(client_max_size=2 * 1024 * 1024, middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app[DB] = db
     app[SECRET] = cluster_secret
@@ -344,19 +351,25 @@ def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool
             return web.Response(body=document, content_type="application/json")
 
         app.router.add_get("/openapi.json", openapi)
+        add_console(app)
     if own_db:
         app.cleanup_ctx.append(_database_cleanup(db))
     return app
 
 
-def make_admin_app(db: Database) -> web.Application:
-    """Loopback-only plain HTTP: Prometheus /metrics and /healthz (200 when the database answers); any other
+def make_admin_app(
+    db: Database, *, registry: CollectorRegistry = REGISTRY, processes_up: Callable[[], bool] | None = None
+) -> web.Application:
+    """Loopback-only plain HTTP: Prometheus /metrics (of `registry`) and /healthz (200 when the database
+    answers and, in a shell of several processes, `processes_up()`: every child listening); any other
     path or method is qinglong/error@v1 like the other listeners'."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(request: web.Request) -> web.Response:
+        if processes_up is not None and not processes_up():
+            return web.json_response({"status": "process_down"}, status=HTTPStatus.SERVICE_UNAVAILABLE)
         ok = await db.healthy()
         return web.json_response(
             {"status": "ok" if ok else "storage_unavailable"},

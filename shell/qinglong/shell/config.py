@@ -1,6 +1,8 @@
 """The shell's configuration file (TOML): listeners, certificate paths, connection budgets, the
 database DSN and the cluster secret. Touches the files it is pointed at (read only).
 
+    processes = 1                  # 1..64 shell processes on these ports (qinglong.shell.processes)
+
     [database]
     dsn = "host=127.0.0.1 port=5432 user=ql_runtime dbname=qinglong"
     pool_size = 4
@@ -37,7 +39,8 @@ database DSN and the cluster secret. Touches the files it is pointed at (read on
 Relative paths are relative to the file. The file is read exactly: an unknown section or key, a
 missing one, a wrong type or a value out of range is one line naming it (the wire contracts' field
 engine). Every listener has its own budget (docs/operations.md, "Connection budgets"); the admin
-listener is plain HTTP, so it takes no tls_handshake_timeout.
+listener is plain HTTP, so it takes no tls_handshake_timeout. `processes` > 1 needs fixed ports for the
+worker and user listeners (every process binds the same ones).
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class ShellConfig:
     user: Listener
     admin: Listener
     prepared_statements: bool = True  # psycopg prepares what it ran 5 times on a connection (qinglong.shell.db)
+    processes: int = 1  # > 1: a parent and that many children on the same ports (qinglong.shell.processes)
 
 
 PATH = Str(4096, min_len=1)  # a file, relative to the config file
@@ -136,6 +140,7 @@ class _ShellFile(Record):
     """shell.toml exactly: unknown sections or keys, missing ones and wrong types are refused by the
     engine that parses wire messages."""
 
+    processes: int | None = wire(Int(1, 64), name="processes", optional=True, default=None)
     database: _Database = wire(Nested(_Database), name="database")
     secret: _Secret = wire(Nested(_Secret), name="secret")
     worker_listener: _Listener = wire(Nested(_Listener), name="worker_listener")
@@ -186,6 +191,9 @@ def load(path: Path) -> ShellConfig:
     admin = given.admin_listener or _Listener(host="127.0.0.1", port=9100)
     if not _loopback(admin.host):
         raise ConfigError("[admin_listener] must bind a loopback address (127.0.0.1, ::1 or localhost)")
+    processes = given.processes or 1
+    if processes > 1 and 0 in (given.worker_listener.port, given.user_listener.port):
+        raise ConfigError("processes > 1 needs a fixed port (not 0) for the worker and user listeners")
     return ShellConfig(
         dsn=given.database.dsn,
         pool_size=given.database.pool_size or 4,
@@ -194,4 +202,5 @@ def load(path: Path) -> ShellConfig:
         worker=_listener(given.worker_listener, base, "worker_listener", ("certificate", "key", "client_ca")),
         user=_listener(given.user_listener, base, "user_listener", ("certificate", "key")),
         admin=_listener(admin, base, "admin_listener", ()),
+        processes=processes,
     )

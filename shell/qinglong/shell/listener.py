@@ -40,7 +40,7 @@ from aiohttp.web_request import BaseRequest
 
 from qinglong.shell.app import HANDLER_ARGS, unrouted
 from qinglong.shell.config import Budget, ConfigError, ShellConfig
-from qinglong.shell.metrics import BUDGET_HITS, CONNECTIONS_OPEN
+from qinglong.shell.metrics import BUDGET_HITS, CONNECTIONS_ACCEPTED, CONNECTIONS_OPEN
 from qinglong.wire.logline import emit
 
 log = logging.getLogger("qinglong.shell")
@@ -94,14 +94,18 @@ class BudgetedListener:
     def ports(self) -> list[int]:
         return [int(sock.getsockname()[1]) for sock in self._sockets]
 
-    async def start(self, host: str, port: int) -> None:
-        """Bind every address `host` resolves to (OSError when one cannot be bound) and start accepting."""
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> None:
+        """Bind every address `host` resolves to (OSError when one cannot be bound) and start accepting.
+        `reuse_port`: SO_REUSEPORT, so that the processes of one shell (qinglong.shell.processes) bind the
+        same port and the kernel spreads the connections among them."""
         infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         try:
             for family, kind, proto, _, address in dict.fromkeys(infos):
                 sock = socket.socket(family, kind, proto)
                 self._sockets.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if reuse_port:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
@@ -154,6 +158,7 @@ class BudgetedListener:
             sock.setblocking(False)
             self.open += 1
             CONNECTIONS_OPEN.labels(self.name).inc()
+            CONNECTIONS_ACCEPTED.labels(self.name).inc()
             connection = _Connection(self, self._server, loop=self.loop, **self.handler_kwargs)
             task = self.loop.create_task(self._connect(sock, connection))
             self._handshakes.add(task)

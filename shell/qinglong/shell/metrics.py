@@ -1,6 +1,10 @@
 """The shell's Prometheus metrics, in a registry of its own (served on the loopback admin port).
-Touches nothing but process memory. Labels are route names, statuses, stable codes, listener names
-(worker, user, admin) and budget names: never ids, tokens, keys, digests or addresses."""
+Touches process memory only, except in a shell of several processes (qinglong.shell.processes,
+PROMETHEUS_MULTIPROC_DIR set before prometheus_client is imported), where each process writes its values to
+files in that folder, and the parent serves their sum: counters and histograms add up, gauges as their
+multiprocess_mode says. Labels are route names, statuses, stable codes, listener names
+(worker, user, admin) and budget names (and `pid`, the process, on CONNECTIONS_ACCEPTED with several processes):
+never ids, tokens, keys, digests or addresses."""
 
 from __future__ import annotations
 
@@ -34,6 +38,15 @@ CONNECTIONS_OPEN: Final = Gauge(
     "Connections open now, TLS handshakes included, by listener",
     ["listener"],
     registry=REGISTRY,
+    multiprocess_mode="livesum",  # several processes: the sum over the live ones
+)
+CONNECTIONS_ACCEPTED: Final = Gauge(
+    "qinglong_shell_connections_accepted",
+    "Connections this process accepted (and did not refuse at accept) since it started, by listener;"
+    " several processes: one series per live process, label pid",
+    ["listener"],
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
 )
 BUDGET_HITS: Final = Counter(
     "qinglong_shell_budget_hits",

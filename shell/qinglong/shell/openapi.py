@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from qinglong.shell.routes import PHASES, ROUTES, Route
 from qinglong.wire import ErrorMessage, Message, Record, Variants
+from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
 from qinglong.wire.specs import BASE64URL_32_PATTERN, UUID_PATTERN
@@ -114,9 +115,14 @@ def _operation(route: Route) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string", "pattern": f"^{UUID_PATTERN}$"},
         }
-        for name in ("workerId", "sessionId", "projectId", "runId", "offerId")
+        for name in ("workerId", "sessionId", "runId", "offerId")
         if "{" + name + "}" in route.path
     ]
+    if "{project}" in route.path:
+        params.append({
+            "name": "project", "in": "path", "required": True, "description": "the project's id or unique name",
+            "schema": {"type": "string", "pattern": f"^{NAME_PATTERN}$"},
+        })  # fmt: skip
     if route.query is not None:
         params += [
             {"name": f.name, "in": "query", "required": False, "schema": spec_schema(f.spec)}

@@ -14,10 +14,11 @@ app.py runs every route through the same pipeline.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Generic, Literal, Never, TypeAlias, TypeVar, cast
+from typing import Any, Final, Generic, Literal, Never, TypeAlias, TypeVar, cast
 
 from psycopg.types.json import Jsonb
 
@@ -39,9 +40,16 @@ from qinglong.wire import (
     LeaseControlRequest,
     Message,
     OfferPullRequest,
+    OutputAppended,
+    OutputAppendRequest,
+    ProjectView,
+    ProjectWorkers,
     RunList,
     RunListQuery,
+    RunOutput,
+    RunOutputQuery,
     RunTimeline,
+    TaskList,
     Variants,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
@@ -51,10 +59,13 @@ from qinglong.wire import (
 )
 from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
+from qinglong.wire.specs import UUID_PATTERN
 
 WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
 SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
-PROJECT_BASE: Final = "/api/v3/projects/{projectId}/runs"
+PROJECT: Final = "/api/v3/projects/{project}"  # its id or its unique name
+PROJECT_BASE: Final = PROJECT + "/runs"
+UUID_TEXT: Final = re.compile(UUID_PATTERN)
 PHASES: Final = "{phase:starting|running|start-failure}"
 Q = TypeVar("Q", bound=Query)
 
@@ -76,6 +87,7 @@ class Call:
     generation: int | None = None
     cert_fingerprint: bytes | None = None
     subject_id: str | None = None
+    project_id: str | None = None  # the admitted Project's id (the path may name it)
     project_version: int | None = None
     binding_version: int | None = None
     minted_token: str | None = None
@@ -111,7 +123,7 @@ def _admitted(c: Call) -> Args:
 
 
 class Admission(Record):
-    """ql_api.request_admission_v1's answer, checked before the shell acts on it."""
+    """The admission's answer, checked before the shell acts on it (projectId: v2 only, the id of a named project)."""
 
     decision: str = wire(Enum(("allow", "deny", "require_approval")))
     reason: str = wire(Str(64, min_len=1, pattern="[a-z0-9_.]+"))
@@ -120,19 +132,19 @@ class Admission(Record):
     project_version: int | None = wire(Int(1), nullable=True)
     binding_version: int | None = wire(Int(1), nullable=True)
     audit_id: str = wire(Uuid())
-
-    FUNCTION: ClassVar[str] = "request_admission_v1"
+    project_id: str | None = wire(Uuid(), optional=True, default=None)
 
     @staticmethod
-    def args(digest: bytes, project_id: str, permission: str | None, route: str, request_id: str) -> Args:
-        """request_admission_v1's arguments: the bearer token's digest, never the token."""
-        return {
-            "p_token_digest": digest,
-            "p_project_id": project_id,
-            "p_permission": permission,
-            "p_route": route,
-            "p_request_id": request_id,
-        }
+    def call(digest: bytes, project: str, permission: str | None, route: str, request_id: str) -> tuple[str, Args]:
+        """The admission function and its arguments (the bearer token's digest, never the token). A project named
+        by its canonical id goes to request_admission_v1, which the previous release's schema has too, so this shell
+        serves ids while a deploy is under way; a name (or an id in capitals) goes to request_admission_v2, which
+        resolves it and names the id."""
+        common: Args = {"p_token_digest": digest, "p_permission": permission, "p_route": route,
+                        "p_request_id": request_id}  # fmt: skip
+        if UUID_TEXT.fullmatch(project):
+            return "request_admission_v1", {**common, "p_project_id": project}
+        return "request_admission_v2", {**common, "p_project": project}
 
 
 # A route's request message (Never for a route without a body). Covariant so that the table holds
@@ -243,6 +255,10 @@ def _artifact(c: Call, b: ArtifactUploadRequest) -> Args:
     }
 
 
+def _output(c: Call, b: OutputAppendRequest) -> Args:
+    return {**_fence(c, b, c.match["offerId"]), "p_stream": b.stream, "p_offset": b.offset, "p_data": b.data}
+
+
 def _completion(c: Call, b: CompletionRequest) -> Args:
     return {
         **_fence(c, b, c.match["offerId"]),
@@ -256,7 +272,7 @@ def _completion(c: Call, b: CompletionRequest) -> Args:
 def _enqueue(c: Call, b: EnqueueRequest) -> Args:
     return {
         "p_subject_id": c.subject_id,
-        "p_project_id": c.match["projectId"],
+        "p_project_id": c.project_id,
         "p_task_id": b.task_id,
         "p_mutation_id": b.mutation_id,
         **_admitted(c),
@@ -266,7 +282,7 @@ def _enqueue(c: Call, b: EnqueueRequest) -> Args:
 def _cancel(c: Call, b: CancellationRequest) -> Args:
     return {
         "p_subject_id": c.subject_id,
-        "p_project_id": c.match["projectId"],
+        "p_project_id": c.project_id,
         "p_run_id": c.match["runId"],
         "p_mutation_id": b.mutation_id,
         **_admitted(c),
@@ -274,13 +290,13 @@ def _cancel(c: Call, b: CancellationRequest) -> Args:
 
 
 def _read(c: Call, b: Never) -> Args:  # a GET has no body
-    return {"p_project_id": c.match["projectId"], "p_run_id": c.match["runId"]}
+    return {"p_project_id": c.project_id, "p_run_id": c.match["runId"]}
 
 
 def _list(c: Call, b: Never) -> Args:
     q = c.query_of(RunListQuery)
     return {
-        "p_project_id": c.match["projectId"],
+        "p_project_id": c.project_id,
         "p_task_id": q.task_id,
         "p_status": q.status,
         "p_since_ms": q.since_ms,
@@ -288,6 +304,23 @@ def _list(c: Call, b: Never) -> Args:
         "p_limit": q.limit,
         "p_cursor": q.cursor,
     }
+
+
+def _output_read(c: Call, b: Never) -> Args:
+    q = c.query_of(RunOutputQuery)
+    return {**_read(c, b), "p_attempt_no": q.attempt, "p_after_seq": q.after}
+
+
+def _tasks(c: Call, b: Never) -> Args:
+    return {"p_project": c.project_id}
+
+
+def _project_view(c: Call, b: Never) -> Args:
+    return {"p_project_id": c.project_id, "p_subject_id": c.subject_id}
+
+
+def _project_workers(c: Call, b: Never) -> Args:
+    return {"p_project_id": c.project_id}
 
 
 # Typed by inference, each entry as RouteOf[its request] (an annotation would impose one message on all).
@@ -317,6 +350,10 @@ ROUTES: Final = (
         _const(ArtifactUploadRequest), "artifact_upload_v1", _artifact, ArtifactStored,
     ),
     RouteOf(
+        "worker.output", "POST", SESSION_BASE + "/offers/{offerId}/output", "worker",
+        _const(OutputAppendRequest), "output_append_v1", _output, OutputAppended,
+    ),
+    RouteOf(
         "worker.completion", "POST", SESSION_BASE + "/offers/{offerId}/completion", "worker",
         _const(CompletionRequest), "attempt_complete_v1", _completion, CompletionResponse,
     ),
@@ -336,5 +373,21 @@ ROUTES: Final = (
     RouteOf(
         "user.runs.list", "GET", PROJECT_BASE, "user", None, "run_list_v1", _list, RunList, permission="run.read",
         query=RunListQuery,
+    ),
+    RouteOf(
+        "user.tasks.list", "GET", PROJECT + "/tasks", "user", None, "task_list_v1", _tasks, TaskList,
+        permission="run.read",
+    ),
+    RouteOf(
+        "user.runs.output", "GET", PROJECT_BASE + "/{runId}/output", "user", None, "run_output_v1", _output_read,
+        RunOutput, permission="run.read", query=RunOutputQuery,
+    ),
+    RouteOf(
+        "user.project.read", "GET", PROJECT, "user", None, "project_view_v1", _project_view, ProjectView,
+        permission="run.read",
+    ),
+    RouteOf(
+        "user.workers.list", "GET", PROJECT + "/workers", "user", None, "project_workers_v1", _project_workers,
+        ProjectWorkers, permission="run.read",
     ),
 )  # fmt: skip

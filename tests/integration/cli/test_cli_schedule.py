@@ -164,7 +164,7 @@ def test_unknown_tasks_and_refused_schedules_at_creation_change_nothing(database
     out = cli("task", "schedule", "--dsn", dsn, "--project", project, "--name", "ghost", "--cron", "* * * * *")
     assert refused(out, 2) == "qinglong: task_schedule_set_v1: not_found (task)"
     out = cli("task", "schedule", "--dsn", dsn, "--project", SOME_ID, "--name", "ghost", "--show")
-    assert refused(out, 2) == "qinglong: task_schedule_show_v1: not_found (project)"
+    assert refused(out, 2) == f"qinglong: no project '{SOME_ID}'"
     out = cli(
         "task", "create", "--dsn", dsn, "--project", project, "--name", "job", "--schedule", "0 0 31 4 *", "--", "true"
     )
@@ -190,7 +190,7 @@ def _create(*options: str) -> tuple[str, ...]:
         pytest.param(_schedule("--cron", "* * * * *", "--clear"), "not allowed with argument", id="cron and clear"),
         pytest.param(_schedule("--show", "--overlap", "sometimes"), "--overlap", id="unknown overlap"),
         pytest.param(_schedule("--show", "--count", "0"), "--count", id="count 0"),
-        pytest.param(_schedule("--show", "--project", "p-1"), "not a uuid: p-1", id="project not a uuid"),
+        pytest.param(_schedule("--show", "--project", "p 1"), "not a name or id: 'p 1'", id="project not a name"),
         pytest.param(_create("--overlap", "sometimes"), "--overlap", id="task create with an unknown overlap"),
     ],
 )

@@ -13,7 +13,6 @@ Touches: one fresh database (writes Runs as the deployer would; reads plans).
 from __future__ import annotations
 
 import itertools
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any, Final
@@ -23,6 +22,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.integration.db.factories import call, digest, make_project, make_revision, make_worker, open_session
+from tests.integration.db.plans import buffers, explaining, nodes
 
 pytestmark = pytest.mark.db
 
@@ -35,16 +35,6 @@ HISTORY_INDEXES: Final = {
     (True, True): "runs_history_task_status_idx",
 }
 STATUSES: Final = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "retry_wait", "lost")
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
-
-
-def buffers(plan: dict[str, Any]) -> int:
-    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
 
 
 @pytest.fixture
@@ -114,27 +104,8 @@ def seeded(database: Database) -> dict[str, Any]:
 def explained(database: Database) -> Iterator[tuple[psycopg.Connection[Any], list[dict[str, Any]]]]:
     """A connection whose every statement, nested ones included, answers its executed plan as a notice (as
     the runtime role, after the superuser loaded auto_explain), and the plans so far."""
-    plans: list[dict[str, Any]] = []
-
-    def keep(diagnostic: psycopg.errors.Diagnostic) -> None:
-        text = diagnostic.message_primary or ""
-        if "plan:" in text:
-            plans.append(json.loads(text.split("plan:", 1)[1]))
-
-    with psycopg.connect(database.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(keep)
-        conn.execute("load 'auto_explain'")
-        for setting, value in (
-            ("log_min_duration", "0"),
-            ("log_nested_statements", "on"),
-            ("log_analyze", "on"),
-            ("log_buffers", "on"),
-            ("log_timing", "off"),
-            ("log_format", "json"),
-            ("log_level", "notice"),
-        ):
-            conn.execute(f"set auto_explain.{setting} = {value}")
-        conn.execute("set role ql_runtime")
+    conn, plans = explaining(database.dsn(), "ql_runtime")
+    with conn:
         yield conn, plans
 
 

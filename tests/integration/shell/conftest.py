@@ -198,7 +198,7 @@ async def ql_image(dsn: str) -> dict[str, list[str]]:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         cur = await conn.execute(
             "select c.relname from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace"
-            " where n.nspname = 'ql' and c.relkind in ('r', 'p') order by 1"
+            " where n.nspname = 'ql' and c.relkind in ('r', 'p') and not c.relispartition order by 1"
         )
         tables = [str(r[0]) for r in await cur.fetchall()]
         assert "runs" in tables and "security_audit" in tables, tables

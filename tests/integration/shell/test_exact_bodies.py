@@ -251,8 +251,8 @@ def _wrong_method(name: str, seed: Seed) -> tuple[str, str, set[str]]:
     """(method, path, the methods Allow must name) of a request to a served path with a method it does not take."""
     if name == "admin":
         return "POST", "/metrics", {"GET", "HEAD"}
-    template = {"worker": "/api/v3/workers/{workerId}/sessions", "user": "/api/v3/projects/{projectId}/runs"}[name]
-    path = template.format(workerId=seed.worker_a, projectId=seed.project_p)
+    template = {"worker": "/api/v3/workers/{workerId}/sessions", "user": "/api/v3/projects/{project}/runs"}[name]
+    path = template.format(workerId=seed.worker_a, project=seed.project_p)
     return "PUT", path, {route.method for route in ROUTES if route.path == template}
 
 

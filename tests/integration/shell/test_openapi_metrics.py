@@ -85,6 +85,10 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             assert (await worker.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 1})).status == 200
             terminal = await worker.post("/lease-control", trip.offered.lease_control())
             assert terminal.status == 200 and terminal.json()["status"] == "terminal", terminal
+            late = {"schema": "qinglong/run-output@v1", **trip.offered.fence(), "stream": "stdout", "offset": 0,
+                    "dataBase64": "aGk="}  # fmt: skip
+            ended = await worker.post(f"/offers/{trip.offered.offer_id}/output", late)
+            assert (ended.status, ended.code) == (409, "fenced.state_drift"), ended
             fenced = await worker.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 2})
             assert (fenced.status, fenced.code) == (409, "fenced.stale_generation"), fenced
         async with user_http(pki) as http:
@@ -101,6 +105,9 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             assert (await user_call(http, shell, "GET", f"{base}/{run}", token=None)).status == 401
             assert (await user_call(http, shell, "GET", f"{base}?limit=1", token=token)).status == 200
             assert (await user_call(http, shell, "GET", f"{base}?limit=0", token=token)).status == 400
+            assert (await user_call(http, shell, "GET", f"{base}/{run}/output", token=token)).status == 200
+            tasks = f"/api/v3/projects/{seed.project_p}/tasks"
+            assert (await user_call(http, shell, "GET", tasks, token=token)).status == 200
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -119,6 +126,9 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.runs.read", "401"): 1,
                 ("user.runs.list", "200"): 1,
                 ("user.runs.list", "400"): 1,
+                ("worker.output", "409"): 1,
+                ("user.runs.output", "200"): 1,
+                ("user.tasks.list", "200"): 1,
             }
         )
         assert {route for route, _ in after} >= {r.name for r in ROUTES}

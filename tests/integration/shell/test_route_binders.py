@@ -98,8 +98,9 @@ def test_every_binder_names_exactly_its_function_s_parameters(database: Database
                 assert_binds(conn, route.function, set(route.bind(call)), f"{route.name} {call.match}")
                 bound += 1
         assert bound == len(ROUTES) + 1  # the activation route parses two contracts
-        admission = Admission.args(token_digest("bearer"), ID, "run.read", "user.runs.read", "request-1")
-        assert_binds(conn, Admission.FUNCTION, set(admission), "admission")
+        for project in (ID, "project-name"):  # by id: request_admission_v1; by name: request_admission_v2
+            function, admission = Admission.call(token_digest("bearer"), project, "run.read", "user.runs.read", "r-1")
+            assert_binds(conn, function, set(admission), f"admission of {project}")
 
 
 def test_a_binder_gets_only_its_route_s_request() -> None:

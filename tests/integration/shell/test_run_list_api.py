@@ -1,4 +1,4 @@
-"""The run history route of the user API, `GET /api/v3/projects/{projectId}/runs` (qinglong/run-list@v1), through
+"""The run history route of the user API, `GET /api/v3/projects/{project}/runs` (qinglong/run-list@v1), through
 the real shell over TLS 1.3 with bearer tokens: pages walked by cursor are the database's order and stay put
 when Runs are queued between them; filters arrive as query parameters; the viewer may read; another Project's
 Runs never appear and another Project is 404; every refusal (a bad status, a bad cursor, an unknown, repeated

@@ -45,10 +45,14 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -
         operations.append(result.ok())
     user_operations = [op for op in operations if op.path.startswith(USER_PREFIX)]
     assert {op.label for op in user_operations} == {
-        "POST /api/v3/projects/{projectId}/runs",
-        "POST /api/v3/projects/{projectId}/runs/{runId}/cancellation",
-        "GET /api/v3/projects/{projectId}/runs/{runId}",
-        "GET /api/v3/projects/{projectId}/runs",
+        "POST /api/v3/projects/{project}/runs",
+        "POST /api/v3/projects/{project}/runs/{runId}/cancellation",
+        "GET /api/v3/projects/{project}/runs/{runId}",
+        "GET /api/v3/projects/{project}/runs",
+        "GET /api/v3/projects/{project}/runs/{runId}/output",
+        "GET /api/v3/projects/{project}/tasks",
+        "GET /api/v3/projects/{project}",
+        "GET /api/v3/projects/{project}/workers",
     }
     headers = {"Authorization": f"Bearer {seed.operator.token}"}
 
@@ -58,9 +62,9 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -
         return case
 
     for operation in user_operations:
-        fixed: list[dict[str, Any]] = [{}, {"projectId": seed.project_p}]
+        fixed: list[dict[str, Any]] = [{}, {"project": seed.project_p}, {"project": "project-p"}]
         if "{runId}" in operation.path:
-            fixed += [{"projectId": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
+            fixed += [{"project": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
         strategies = [
             st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
                 lambda pair: seeded(*pair)

@@ -1,6 +1,7 @@
 """Fixtures of the Worker's integration tests: the real shell (worker ingress on TLS 1.3 mTLS and the
 user API, over a fresh database per test) with an observing middleware, the shell's session PKI,
-seeded rows (Worker A enrolled with its certificate, a Project with an operator), a Worker client that
+seeded rows (Worker A enrolled with its certificate, a Project with an operator), an Attempt's output
+as the database holds it, a Worker client that
 records every call it makes (a test-side spy around the real `WorkerIngressHttpsClient`), lifecycles
 built from the real Executor and LocalProcessController, `qinglong-worker run` as a separate OS
 process, read-only views of the inbox journal, and a teardown that leaves no process behind.
@@ -43,14 +44,14 @@ from qinglong.wire import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
-    ArtifactStored,
-    ArtifactUploadRequest,
     CompletionRequest,
     CompletionResponse,
     LeaseControlRequest,
     LeaseControlResponse,
     Message,
     OfferResponse,
+    OutputAppended,
+    OutputAppendRequest,
     WorkerSessionAlive,
 )
 from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
@@ -270,8 +271,10 @@ class SpyClient(WorkerIngressHttpsClient):
     ) -> LeaseControlResponse:
         return await self._spied("lease-control", body, super().lease_control(session, body, timeout_s=timeout_s))
 
-    async def upload(self, session: Session, offer_id: str, body: ArtifactUploadRequest) -> ArtifactStored:
-        return await self._spied("artifacts", body, super().upload(session, offer_id, body))
+    async def append_output(
+        self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
+    ) -> OutputAppended:
+        return await self._spied("output", body, super().append_output(session, offer_id, body, timeout_s=timeout_s))
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         return await self._spied("completion", body, super().complete(session, offer_id, body))
@@ -281,7 +284,7 @@ class SpyClient(WorkerIngressHttpsClient):
 
 
 def route_kind(path: str) -> str:
-    """open | heartbeat | pull | starting | running | start-failure | lease-control | artifacts | completion."""
+    """open | heartbeat | pull | starting | running | start-failure | lease-control | output | completion."""
     if path.endswith("/sessions"):
         return "open"
     tail = path.rsplit("/", 1)[-1]
@@ -505,6 +508,16 @@ class Rig:
                 (run,),
             )
         ]
+
+    def output(self, run: str, stream: str = "stdout", attempt_no: int = 1) -> bytes:
+        """What the database holds of one stream of the Run's Attempt: its chunks in byte order, concatenated."""
+        data = self.one(
+            "select coalesce(string_agg(c.data, ''::bytea order by c.byte_offset), ''::bytea)"
+            " from ql.output_chunks c join ql.run_attempts a on a.id = c.attempt_id"
+            " where a.run_id = %s and a.attempt_no = %s and c.stream::text = %s",
+            (run, attempt_no, stream),
+        )
+        return bytes(data)
 
     def db_now_ms(self) -> int:
         return int(self.one("select ql.now_ms()"))

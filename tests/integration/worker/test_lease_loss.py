@@ -164,7 +164,7 @@ async def test_a_pid_now_owned_by_another_process_is_unverified_and_never_signal
 
     # The local Lease had expired, so the control plane is not called; the record says what is known.
     after = rig.record()
-    calls = [(c.name, c.error) for c in client.calls if c.name in ("lease-control", "artifacts", "completion")]
+    calls = [(c.name, c.error) for c in client.calls if c.name in ("lease-control", "output", "completion")]
     assert (after.state, after.data.get("reason"), calls) == (
         "lease_lost_local_execution_unverified",
         "local lease expired: unverified",

@@ -13,7 +13,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -190,7 +189,8 @@ async def test_a_frozen_or_dead_worker_cannot_let_its_task_outlive_the_lease(rig
         lag_s = (stopped_at - local_expiry) / 1e9
         assert lag_s <= grace_s + 1.0, f"the task outlived its local expiry by {lag_s:.2f} s"
         assert status_file(handle) == {"exitCode": None, "signal": signal.SIGTERM}
-        assert b"the Lease expired locally" in await asyncio.to_thread(Path(handle.log_path).read_bytes)
+        stderr = Executor.output_path(handle, "stderr")  # the runner's own lines go to the task's stderr
+        assert b"the Lease expired locally" in await asyncio.to_thread(stderr.read_bytes)
         # The database's expiry is later than the local one: nothing of this Attempt runs past it.
         assert (stopped_at - local_expiry) / 1e9 <= db_left_s + grace_s + 1.0
         assert rig.run_status(run) == "running"  # the database decides the rest (lost, retry) by itself

@@ -1,13 +1,11 @@
-"""How a Run ends when the Worker runs it (docs/architecture.md §7, seed ADR-0118 §2-§4): success with its log
-stored as an artifact and the receipt carried by the completion; a timeout decided by the control
+"""How a Run ends when the Worker runs it (docs/architecture.md §7, seed ADR-0118 §2-§4): success with its
+output in the database before the completion, which carries no artifact; a timeout decided by the control
 plane (never a local timer) and delivered as stop_requested; a user cancellation delivered the same way.
 Touches: a fresh database, the in-process shell on TLS 1.3 loopback, real task processes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -35,7 +33,7 @@ def _watch_lease_answers(client: SpyClient, handle: ProcessHandle) -> list[bool]
     return alive
 
 
-async def test_a_run_that_succeeds_stores_its_log_and_completes_with_the_receipt(rig: Rig) -> None:
+async def test_a_run_that_succeeds_ships_its_output_then_completes(rig: Rig) -> None:
     rig.set_lease_ttl(3000)
     run = rig.add_run({"argv": ["sh", "-c", "echo hello from the task; echo line two >&2"], "timeoutMs": 60000})
     client = rig.client()
@@ -55,37 +53,32 @@ async def test_a_run_that_succeeds_stores_its_log_and_completes_with_the_receipt
         "run.succeeded",
     ]
 
-    # The log is stored as the Attempt's one artifact: exactly the task's output.
-    [(artifact_id, kind, sha256, size, content)] = rig.rows(
-        "select id::text, kind, encode(sha256, 'hex'), size, content from ql.artifacts where attempt_id = %s",
-        (attempt["id"],),
-    )
-    assert kind == "log"
-    assert bytes(content) == b"hello from the task\nline two\n"
-    assert (sha256, size) == (hashlib.sha256(bytes(content)).hexdigest(), len(bytes(content)))
+    # The output is in the database, each stream apart, and no artifact was stored.
+    assert (rig.output(run), rig.output(run, "stderr")) == (b"hello from the task\n", b"line two\n")
+    assert rig.one("select count(*) from ql.artifacts where attempt_id = %s", (attempt["id"],)) == 0
 
-    # The completion carried that receipt and the latest Lease version; the database stored exactly it.
-    [upload] = client.named("artifacts")
+    # Every append was answered before the completion was sent; the completion carried no artifact and
+    # the latest Lease version, and the database stored exactly it.
+    appends = client.named("output")
     [completion] = client.named("completion")
+    assert appends and all(a.error is None and a.ended_ns <= completion.started_ns for a in appends)
     body = completion.body
     assert isinstance(body, CompletionRequest)
-    assert [(a.artifact_id, a.sha256, a.size) for a in body.artifacts] == [(artifact_id, sha256, size)]
-    assert upload.ended_ns <= completion.started_ns
+    assert body.artifacts == ()
     assert body.exit_code == 0 and body.error_code is None
     assert body.lease_version == rig.one("select version from ql.run_leases where attempt_id = %s", (attempt["id"],))
-    receipts = json.dumps([{"artifactId": artifact_id, "sha256": sha256, "size": size}])
     assert rig.one(
         "select a.completion_digest = sha256(convert_to(jsonb_build_object('leaseVersion', %s::bigint,"
-        " 'exitCode', 0, 'errorCode', null, 'artifacts', %s::jsonb)::text, 'UTF8'))"
+        " 'exitCode', 0, 'errorCode', null, 'artifacts', '[]'::jsonb)::text, 'UTF8'))"
         " from ql.run_attempts a where a.id = %s",
-        (body.lease_version, receipts, attempt["id"]),
-    ), "the stored completion is not the one carrying the receipt"
+        (body.lease_version, attempt["id"]),
+    ), "the stored completion is not the one the Worker sent"
 
-    # The journal record ends `completed`, with the receipt it sent.
+    # The journal record ends `completed`; nothing about output was journaled.
     record = rig.record()
     assert record.state == "completed"
-    assert [r["artifactId"] for r in record.data["receipts"]] == [artifact_id]
     assert record.data["exit_code"] == 0
+    assert not {"receipts", "output"} & set(record.data)
 
 
 async def test_a_timeout_is_decided_by_the_control_plane_and_stops_the_process_through_stop_requested(

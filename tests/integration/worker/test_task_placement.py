@@ -42,12 +42,6 @@ async def run_one(rig: Rig, plan: Mapping[str, Any], config: Sequence[str]) -> s
     return run
 
 
-def log_of(rig: Rig, run: str) -> str:
-    [attempt] = rig.attempts(run)
-    content = rig.one("select content from ql.artifacts where attempt_id = %s and kind = 'log'", (attempt["id"],))
-    return bytes(content).decode()
-
-
 def assert_refused(rig: Rig, run: str, code: str, marker: Path) -> None:
     """A start failure with `code`: the Run failed, its timeline names the code, nothing ran or was made."""
     assert rig.run_status(run) == "failed"
@@ -65,9 +59,9 @@ def assert_refused(rig: Rig, run: str, code: str, marker: Path) -> None:
 
 async def test_by_default_a_task_runs_in_its_run_s_own_directory_as_the_worker_s_user(rig: Rig) -> None:
     run = await run_one(rig, {"argv": ["sh", "-c", "id -u; pwd; echo x > made-here"]}, ["allow_root_tasks = true"])
-    assert rig.run_status(run) == "succeeded", log_of(rig, run)
+    assert rig.run_status(run) == "succeeded", rig.output(run, "stderr").decode()
     run_dir = rig.work_dir / "tasks" / run
-    assert log_of(rig, run) == f"{os.geteuid()}\n{run_dir}\n"
+    assert rig.output(run).decode() == f"{os.geteuid()}\n{run_dir}\n"
     assert (run_dir / "made-here").read_text() == "x\n"
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     for folder in (rig.work_dir, rig.work_dir / "tasks"):  # reachable, not listable, by a task user
@@ -83,10 +77,10 @@ async def test_a_root_worker_runs_no_task_as_root_unless_its_config_says_so(rig:
 async def test_a_task_as_nobody_really_runs_as_nobody_in_a_directory_it_owns(rig: Rig) -> None:
     plan = {"argv": ["sh", "-c", "id -u; id -g; id -G; pwd; echo x > mine"], "user": "nobody", "cwd": "out/deep"}
     run = await run_one(rig, plan, ['run_as = ["nobody"]'])
-    assert rig.run_status(run) == "succeeded", log_of(rig, run)
+    assert rig.run_status(run) == "succeeded", rig.output(run, "stderr").decode()
     run_dir = rig.work_dir / "tasks" / run
     groups = " ".join(str(g) for g in sorted(os.getgrouplist("nobody", NOBODY.pw_gid)))
-    assert log_of(rig, run) == f"{NOBODY.pw_uid}\n{NOBODY.pw_gid}\n{groups}\n{run_dir / 'out' / 'deep'}\n"
+    assert rig.output(run).decode() == f"{NOBODY.pw_uid}\n{NOBODY.pw_gid}\n{groups}\n{run_dir / 'out' / 'deep'}\n"
     for path in (run_dir, run_dir / "out", run_dir / "out" / "deep", run_dir / "out" / "deep" / "mine"):
         assert (path.stat().st_uid, path.stat().st_gid) == (NOBODY.pw_uid, NOBODY.pw_gid), path
 
@@ -120,13 +114,13 @@ async def test_an_absolute_cwd_needs_the_worker_s_consent_and_must_exist(rig: Ri
     there.mkdir()
     config = ["allow_root_tasks = true", "allow_absolute_cwd = true"]
     run = await run_one(rig, {"argv": ["sh", "-c", "pwd; echo x > made"], "cwd": str(there)}, config)
-    assert rig.run_status(run) == "succeeded", log_of(rig, run)
-    assert log_of(rig, run) == f"{there}\n" and (there / "made").read_text() == "x\n"
+    assert rig.run_status(run) == "succeeded", rig.output(run, "stderr").decode()
+    assert rig.output(run).decode() == f"{there}\n" and (there / "made").read_text() == "x\n"
 
 
 async def test_a_group_on_the_allow_list_is_the_task_s_group(rig: Rig) -> None:
     plan = {"argv": ["sh", "-c", "id -u; id -g; id -G"], "user": "nobody", "group": "nogroup"}
     run = await run_one(rig, plan, ['run_as = ["nobody"]', 'run_as_groups = ["nogroup"]'])
-    assert rig.run_status(run) == "succeeded", log_of(rig, run)
+    assert rig.run_status(run) == "succeeded", rig.output(run, "stderr").decode()
     gid = grp.getgrnam("nogroup").gr_gid
-    assert log_of(rig, run) == f"{NOBODY.pw_uid}\n{gid}\n{gid}\n"
+    assert rig.output(run).decode() == f"{NOBODY.pw_uid}\n{gid}\n{gid}\n"

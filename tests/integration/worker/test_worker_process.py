@@ -84,7 +84,13 @@ async def test_a_worker_killed_mid_run_adopts_the_running_task_after_restart_and
     assert status_file(handle) == {"exitCode": 7, "signal": None}
     launches = sorted(p.name for p in (rig.work_dir / after.offer_id).iterdir())
     nonce = handle.launch_nonce
-    assert launches == [f"{nonce}.identity.json", f"{nonce}.lease", f"{nonce}.log", f"{nonce}.status.json"]
+    assert launches == [
+        f"{nonce}.err",
+        f"{nonce}.identity.json",
+        f"{nonce}.lease",
+        f"{nonce}.log",
+        f"{nonce}.status.json",
+    ]
 
 
 async def test_sigterm_stops_the_worker_in_order_within_its_shutdown_budget(rig: Rig) -> None:

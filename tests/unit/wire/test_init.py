@@ -34,11 +34,17 @@ from qinglong.wire import (
     OfferEmpty,
     OfferOffered,
     OfferPullRequest,
+    OutputAppended,
+    OutputAppendRequest,
+    ProjectView,
+    ProjectWorkers,
     Record,
     RunAlreadyEnqueued,
     RunEnqueued,
     RunList,
+    RunOutput,
     RunTimeline,
+    TaskList,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
     WorkerSessionOpened,
@@ -77,6 +83,12 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     RunAlreadyEnqueued: ("qinglong/run-enqueue@v1", 4 * KIB),
     RunTimeline: ("qinglong/run-timeline@v1", 128 * KIB),
     RunList: ("qinglong/run-list@v1", 64 * KIB),
+    OutputAppendRequest: ("qinglong/run-output@v1", 352 * KIB),
+    OutputAppended: ("qinglong/run-output@v1", 1 * KIB),
+    RunOutput: ("qinglong/run-output@v1", 4 * 256 * KIB // 3 + 256 * KIB),
+    TaskList: ("qinglong/task-list@v1", 2048 * KIB),
+    ProjectView: ("qinglong/project-view@v1", 2 * KIB),
+    ProjectWorkers: ("qinglong/project-view@v1", 256 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {
@@ -90,7 +102,10 @@ REQUESTS: set[type[Message]] = {
     ArtifactUploadRequest,
     CancellationRequest,
     EnqueueRequest,
+    OutputAppendRequest,
 }
+# pages for the CLI and the console, never for a Worker
+USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers}
 
 
 def test_every_message_has_its_schema_and_cap() -> None:
@@ -101,9 +116,10 @@ def test_every_message_has_its_schema_and_cap() -> None:
         EnqueueRequest,
         LeaseControlRequest,
         ArtifactUploadRequest,
+        OutputAppendRequest,
     }
     assert all(cls.CAP == 4 * KIB for cls in worker_requests)
-    assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS)
+    assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS | USER_READS)
 
 
 def _tokens(cls: type[Record]) -> set[str]:

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -210,6 +211,11 @@ async def spawn(
     )
 
 
+def output(executor: Executor, handle: ProcessHandle, stream: Literal["stdout", "stderr"] = "stdout") -> bytes:
+    """All of a stream's file, through the Executor."""
+    return executor.read_output(handle, stream, 0, executor.output_size(handle, stream))
+
+
 async def wait_status(executor: Executor, handle: ProcessHandle) -> ExitStatus:
     assert await await_until(lambda: executor.exit_status(handle) is not None, within=10.0)
     status = executor.exit_status(handle)
@@ -228,18 +234,26 @@ async def test_spawn_records_exit_code_and_log(executor: Executor, env: dict[str
 
     assert await wait_status(executor, handle) == ExitStatus(exit_code=3, signal=None)
     assert read_json(handle.status_path) == {"exitCode": 3, "signal": None}
-    assert executor.read_log(handle, 1 << 20) == b"hi\noops\n"
-    assert executor.read_log(handle, 2) == b"hi"
-    assert executor.read_log(handle, 0) == b""
+    # stdout and stderr stay apart; a read takes n bytes at an offset, fewer at the end
+    assert (executor.output_size(handle, "stdout"), executor.output_size(handle, "stderr")) == (3, 5)
+    assert (output(executor, handle), output(executor, handle, "stderr")) == (b"hi\n", b"oops\n")
+    assert executor.read_output(handle, "stdout", 1, 1) == b"i"
+    assert executor.read_output(handle, "stderr", 2, 1 << 20) == b"ps\n"
+    assert executor.read_output(handle, "stdout", 0, 0) == executor.read_output(handle, "stdout", 3, 9) == b""
 
     folder = tmp_path / "work" / "offer-1"
     assert Path(handle.log_path).parent == folder == Path(handle.status_path).parent
     assert mode(folder) == 0o700
-    assert mode(handle.log_path) == 0o600
+    err = executor.output_path(handle, "stderr")
+    assert err == folder / f"{handle.launch_nonce}.err" and executor.output_path(handle, "stdout") == Path(
+        handle.log_path
+    )
+    assert mode(handle.log_path) == mode(str(err)) == 0o600
     assert mode(handle.status_path) == 0o600
     # no temporary status file left behind
     identity = executor.identity_path(Path(handle.log_path))
-    assert listdir(folder) == sorted([Path(handle.log_path).name, Path(handle.status_path).name, identity.name])
+    names = [Path(handle.log_path).name, err.name, Path(handle.status_path).name, identity.name]
+    assert listdir(folder) == sorted(names)
     assert read_json(str(identity)) == {"pid": handle.pid, "startTime": handle.start_time, "bootId": handle.boot_id}
     assert mode(str(identity)) == 0o600
     assert await await_until(lambda: LocalProcessController().verify(handle) == "exited")
@@ -256,9 +270,21 @@ async def test_task_gets_no_stray_descriptors_and_null_stdin(
     finally:
         os.close(stray)
     assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None)
-    assert executor.read_log(handle, 4096) == b"0\n1\n2\n/dev/null\n"
-    with pytest.raises(ValueError):
-        executor.read_log(handle, -1)
+    assert output(executor, handle) == b"0\n1\n2\n/dev/null\n"
+    for offset, n in ((-1, 1), (0, -1)):
+        with pytest.raises(ValueError):
+            executor.read_output(handle, "stdout", offset, n)
+
+
+def test_a_stream_without_its_file_is_empty(executor: Executor, tmp_path: Path) -> None:
+    """A launch that never got as far as its files (or one made before stderr had its own file)."""
+    handle = ProcessHandle(
+        pid=10, pgid=10, start_time=1, boot_id=boot_id(), log_path=str(tmp_path / "n.log"),
+        status_path=str(tmp_path / "n.status.json"), launch_nonce="n",
+    )  # fmt: skip
+    for stream in ("stdout", "stderr"):
+        assert executor.output_size(handle, stream) == 0
+        assert executor.read_output(handle, stream, 0, 10) == b""
 
 
 async def test_exit_status_is_none_while_running(executor: Executor, env: dict[str, str]) -> None:
@@ -279,11 +305,11 @@ async def test_deadline_is_information_not_a_timer(executor: Executor, env: dict
         deadline_at_ms=1,
     )
     assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None)
-    assert executor.read_log(handle, 100) == b"1\n"
+    assert output(executor, handle) == b"1\n"
 
     no_deadline = await spawn(executor, ["sh", "-c", 'echo "[${QINGLONG_DEADLINE_AT_MS-unset}]"'], env)
     assert await wait_status(executor, no_deadline) == ExitStatus(exit_code=0, signal=None)
-    assert executor.read_log(no_deadline, 100) == b"[unset]\n"
+    assert output(executor, no_deadline) == b"[unset]\n"
 
 
 async def test_safe_integer_bounds_are_accepted(executor: Executor, env: dict[str, str]) -> None:
@@ -294,7 +320,7 @@ async def test_safe_integer_bounds_are_accepted(executor: Executor, env: dict[st
 async def test_path_comes_from_the_worker_when_not_given(executor: Executor, mark: str) -> None:
     handle = await spawn(executor, ["sh", "-c", 'echo "$PATH"'], {MARK_VAR: mark})
     assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None)
-    assert executor.read_log(handle, 1 << 16) == os.environ["PATH"].encode() + b"\n"
+    assert output(executor, handle) == os.environ["PATH"].encode() + b"\n"
 
 
 @pytest.mark.parametrize(
@@ -391,15 +417,16 @@ async def test_start_failures_are_recorded_as_127_and_126(
 ) -> None:
     missing = await spawn(executor, [str(tmp_path / "no-such-program")], env)
     assert await wait_status(executor, missing) == ExitStatus(exit_code=127, signal=None)
-    log = executor.read_log(missing, 4096)
-    assert log.startswith(b"qinglong-runner: cannot execute") and log.count(b"\n") == 1
+    line = output(executor, missing, "stderr")
+    assert line.startswith(b"qinglong-runner: cannot execute") and line.count(b"\n") == 1
+    assert output(executor, missing) == b""  # the wrapper's own lines are not the task's stdout
 
     not_executable = tmp_path / "script.sh"
     not_executable.write_text("#!/bin/sh\necho never\n")
     not_executable.chmod(0o600)
     denied = await spawn(executor, [str(not_executable)], env)
     assert await wait_status(executor, denied) == ExitStatus(exit_code=126, signal=None)
-    assert executor.read_log(denied, 4096).startswith(b"qinglong-runner: cannot execute")
+    assert output(executor, denied, "stderr").startswith(b"qinglong-runner: cannot execute")
 
 
 async def test_cancelled_spawn_leaves_no_process(executor: Executor, env: dict[str, str]) -> None:
@@ -430,14 +457,15 @@ def test_runner_exit_codes_and_status(tmp_path: Path, env: dict[str, str]) -> No
     code, log, status = run_runner(tmp_path, env, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
     assert code == 7
     assert json.loads(status.read_bytes()) == {"exitCode": 7, "signal": None}
-    assert log.read_bytes() == b"out\nerr\n"
+    err = tmp_path / "r.err"  # stderr: beside LOG, named after it
+    assert (log.read_bytes(), err.read_bytes()) == (b"out\n", b"err\n")
 
     status.unlink()
     code, log, status = run_runner(tmp_path, env, "--", "sh", "-c", "echo again; kill -TERM $$")
     assert code == 128 + signal.SIGTERM
     assert json.loads(status.read_bytes()) == {"exitCode": None, "signal": signal.SIGTERM}
-    assert log.read_bytes() == b"out\nerr\nagain\n"  # appended
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("r.")) == ["r.log", "r.status.json"]
+    assert (log.read_bytes(), err.read_bytes()) == (b"out\nagain\n", b"err\n")  # appended
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("r.")) == ["r.err", "r.log", "r.status.json"]
 
 
 def test_runner_usage_errors_write_no_status(tmp_path: Path, env: dict[str, str]) -> None:
@@ -445,6 +473,14 @@ def test_runner_usage_errors_write_no_status(tmp_path: Path, env: dict[str, str]
         code, _, status = run_runner(tmp_path, env, *args)
         assert code == 2
         assert not status.exists()
+    # a LOG whose stderr file would be itself
+    status = tmp_path / "s.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "qinglong.worker.runner", "--log", str(tmp_path / "x.err"), "--status", str(status),
+         "--", "true"],
+        env={**os.environ, **env}, capture_output=True, timeout=20, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, status.exists(), sorted(os.listdir(tmp_path))) == (2, False, [])
 
 
 # --------------------------------------------------------------------------- LocalProcessController.stop
@@ -677,7 +713,8 @@ async def test_the_dead_mans_switch_stops_the_whole_group_at_an_unextended_expir
     assert status == ExitStatus(exit_code=None, signal=signal.SIGKILL)  # TERM was ignored: KILL after the grace
     assert expiry + 1_000_000_000 <= stopped < expiry + 1_000_000_000 + 2_500_000_000, "not at the extended expiry"
     assert await await_until(lambda: group_members(handle.pgid) == [])
-    assert b"the Lease expired locally" in executor.read_log(handle, 1 << 16)
+    assert b"the Lease expired locally" in output(executor, handle, "stderr")
+    assert output(executor, handle) == b""
 
 
 async def test_a_renewal_can_move_the_switch_earlier(tmp_path: Path, env: dict[str, str]) -> None:
@@ -720,7 +757,7 @@ async def test_a_task_sees_only_what_its_plan_gives_it(executor: Executor, env: 
     isolated, and the task's environment is its plan's env (PATH added only when the plan has none)."""
     handle = await spawn(executor, ["env"], env)
     assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None)
-    names = sorted(line.split("=", 1)[0] for line in executor.read_log(handle, 1 << 16).decode().splitlines())
+    names = sorted(line.split("=", 1)[0] for line in output(executor, handle).decode().splitlines())
     # LC_CTYPE=C.UTF-8 is Python's own locale coercion (PEP 538) in the wrapper when the plan sets no locale
     assert set(names) - {"LC_CTYPE"} == {"PATH", MARK_VAR}, names
     probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('qinglong') is not None)"

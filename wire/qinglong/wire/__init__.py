@@ -18,9 +18,12 @@ from qinglong.wire import (
     errors,
     lease_control,
     offer,
+    output,
+    project,
     ql3w,
     run_list,
     session,
+    tasks,
     timeline,
 )
 from qinglong.wire.activation import (
@@ -90,6 +93,14 @@ from qinglong.wire.offer import (
     Plan,
     parse_offer_response,
 )
+from qinglong.wire.output import (
+    OUTPUT_SCHEMA,
+    OutputAppended,
+    OutputAppendRequest,
+    RunOutput,
+    RunOutputQuery,
+)
+from qinglong.wire.project import PROJECT_VIEW_SCHEMA, ProjectView, ProjectWorker, ProjectWorkers
 from qinglong.wire.query import Query
 from qinglong.wire.run_list import RUN_LIST_SCHEMA, RunList, RunListQuery, RunSummary
 from qinglong.wire.session import (
@@ -99,6 +110,7 @@ from qinglong.wire.session import (
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
 )
+from qinglong.wire.tasks import TASK_LIST_SCHEMA, TaskList, TaskSchedule, TaskSummary
 from qinglong.wire.timeline import TIMELINE_SCHEMA, RunProjection, RunTimeline, TimelineEvent
 
 ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
@@ -111,6 +123,9 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *enqueue.MESSAGES,
     *timeline.MESSAGES,
     *run_list.MESSAGES,
+    *output.MESSAGES,
+    *tasks.MESSAGES,
+    *project.MESSAGES,
     *errors.MESSAGES,
 )
 
@@ -132,8 +147,11 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "OFFER_RESPONSES",
     "OFFER_SCHEMA",
+    "OUTPUT_SCHEMA",
+    "PROJECT_VIEW_SCHEMA",
     "RUN_LIST_SCHEMA",
     "SESSION_SCHEMA",
+    "TASK_LIST_SCHEMA",
     "TIMELINE_SCHEMA",
     "WIRE_CODES",
     "ActivationRequest",
@@ -166,17 +184,27 @@ __all__ = [
     "OfferOffered",
     "OfferPullRequest",
     "OfferResponse",
+    "OutputAppendRequest",
+    "OutputAppended",
     "Plan",
+    "ProjectView",
+    "ProjectWorker",
+    "ProjectWorkers",
     "Query",
     "Record",
     "RunAlreadyEnqueued",
     "RunEnqueued",
     "RunList",
     "RunListQuery",
+    "RunOutput",
+    "RunOutputQuery",
     "RunProjection",
     "RunSummary",
     "RunTimeline",
     "Snapshot",
+    "TaskList",
+    "TaskSchedule",
+    "TaskSummary",
     "TimelineEvent",
     "Variants",
     "WireError",

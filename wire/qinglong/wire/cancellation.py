@@ -1,6 +1,6 @@
 """qinglong/run-cancellation@v1: a user asks to cancel a Run. Touches nothing: declarations.
 
-Route `POST /api/v3/projects/{projectId}/runs/{runId}/cancellation` (bearer, `run.stop`): the body
+Route `POST /api/v3/projects/{project}/runs/{runId}/cancellation` (bearer, `run.stop`): the body
 is the idempotency key only (callers cannot choose a reason). The answer is
 ql_api.run_cancel_request_v1's result, one class per status with its exact shape: `accepted` (202,
 this call wrote the intent: reason user, the Run not ended), `already_requested` (200, an intent of

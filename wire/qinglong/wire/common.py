@@ -14,6 +14,7 @@ from qinglong.wire.fields import Enum, Int, Message, Record, Str, Token, Uuid, w
 MAX_INT32: Final = 2**31 - 1
 ARTIFACT_COLUMN_MAX_BYTES: Final = 8 * 1024 * 1024  # ql.artifacts.size check
 ERROR_CODE_PATTERN: Final = "[a-z0-9_.]{1,64}"  # ql.run_attempts.error_code check
+NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # ql.projects.name and ql.tasks.name check
 SHA256_HEX_PATTERN: Final = "[0-9a-f]{64}"
 
 RunStatus = Literal[

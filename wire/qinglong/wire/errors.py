@@ -51,6 +51,7 @@ FENCE_REASONS: Final[tuple[str, ...]] = (
     "mutation_conflict",
     "token_in_use",  # operators (subject_create_v1)
     "task_disabled",  # an operator disabled the task (task_status_set_v1)
+    "name_taken",  # operators (subject_create_v1, worker_enroll_v1)
 )
 # Every `invalid` reason: mostly inputs the wire parser already refuses (a bug if the database sees
 # them), plus the content checks only the database makes (size, too_large, sha256_mismatch), and the
@@ -100,6 +101,9 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "cron_never_fires",
     "timezone",
     "overlap",
+    "stream",  # task output (ql_api.output_append_v1, ql_api.run_output_v1)
+    "offset",
+    "attempt",
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {
@@ -127,6 +131,7 @@ FENCE_MEANINGS: Final[Mapping[str, str]] = {
     "mutation_conflict": "the mutationId was used before for a different command",
     "token_in_use": "the bearer-token digest is already registered to a subject (operators)",
     "task_disabled": "the task is disabled: no Run of it is queued until an operator enables it",
+    "name_taken": "another subject or Worker already has this name (operators)",
 }
 # The content checks only the database makes; any other reason is an input the wire parser refuses first.
 INVALID_MEANINGS: Final[Mapping[str, str]] = {
@@ -136,6 +141,7 @@ INVALID_MEANINGS: Final[Mapping[str, str]] = {
     "time_range": "`sinceMs` is not before `untilMs`",
     "cursor": "the cursor is not one the run history answered",
     "cron_never_fires": "the cron expression matches no date, e.g. February 30 (operators: task schedules)",
+    "offset": "the output chunk starts past the stream's end before the stream's head is complete",
 }
 
 Scope = Literal["any", "body", "input", "worker", "signed", "user", "unrouted"]
@@ -253,7 +259,11 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
     ErrorCode(codec.BAD_ENUM, 400, "a value outside its enum", "input"),
     ErrorCode(codec.TOO_LONG, 400, "a string, array, map or query string over its maximum", "input"),
     ErrorCode(codec.TOO_SHORT, 400, "a string or array under its minimum", "input"),
-    ErrorCode(codec.BAD_PATTERN, 400, "a string that does not match its pattern", "input"),
+    ErrorCode(
+        codec.BAD_PATTERN,
+        400,
+        "a string that does not match its pattern (or a path project that is neither an id nor a name)",
+    ),
     ErrorCode(codec.BAD_BASE64, 400, "a token or content that is not canonical base64", "body"),
     ErrorCode("not_found", 404, "missing, or another Project's or another Worker's object"),
     ErrorCode(

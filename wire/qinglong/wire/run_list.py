@@ -1,6 +1,6 @@
 """qinglong/run-list@v1: a Project's run history, for the CLI and the user API. Touches nothing: declarations.
 
-Route `GET /api/v3/projects/{projectId}/runs` (bearer, `run.read`): no body; the filters are query
+Route `GET /api/v3/projects/{project}/runs` (bearer, `run.read`): no body; the filters are query
 parameters (RunListQuery), refused like body fields (unknown, repeated or malformed parameters). The
 answer is ql_api.run_list_v1's `listed` result: the Project's Runs newest first by creation time (ties
 by id), at most `limit` (1..100, default 50) of them, each with its task, status, attempt count, times,
@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import Final, Literal
 
 from qinglong.wire.codec import KIB
-from qinglong.wire.common import CANCEL_REASONS, RUN_STATUSES, TIME_MS, CancelReason, RunStatus
+from qinglong.wire.common import CANCEL_REASONS, NAME_PATTERN, RUN_STATUSES, TIME_MS, CancelReason, RunStatus
 from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
 
 RUN_LIST_SCHEMA: Final = "qinglong/run-list@v1"
 PAGE_MAX: Final = 100  # ql_api.run_list_v1's hard cap on a page
 CURSOR_PATTERN: Final = "[A-Za-z0-9_-]{32}"  # base64url of (created_at_ms, id): 24 bytes
-TASK_NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # ql.tasks.name check
 CURSOR: Final = Str(32, min_len=32, pattern=CURSOR_PATTERN)
 
 
@@ -43,7 +42,7 @@ class RunSummary(Record):
 
     run_id: str = wire(Uuid())
     task_id: str = wire(Uuid())
-    task_name: str = wire(Str(128, min_len=1, pattern=TASK_NAME_PATTERN))
+    task_name: str = wire(Str(128, min_len=1, pattern=NAME_PATTERN))
     status: RunStatus = wire(Enum(RUN_STATUSES))
     attempt_count: int = wire(Int(0, 100))
     created_at_ms: int = wire(TIME_MS)

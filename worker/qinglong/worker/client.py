@@ -10,7 +10,7 @@ credential files it is given on every call.
   the allow-listed worker-ingress paths.
 - Every request is signed with ql3w; every response is parsed by its wire contract, and a lease
   renewal must answer exactly expectedVersion + 1.
-Offer, activation, lease control, artifacts and completion share this one client.
+Offer, activation, lease control, task output and completion share this one client.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from qinglong.wire import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
-    ArtifactStored,
-    ArtifactUploadRequest,
     CompletionRequest,
     CompletionResponse,
     ErrorMessage,
@@ -44,6 +42,8 @@ from qinglong.wire import (
     Message,
     OfferPullRequest,
     OfferResponse,
+    OutputAppended,
+    OutputAppendRequest,
     Variants,
     WireError,
     WorkerSessionAlive,
@@ -61,7 +61,7 @@ R = TypeVar("R", bound=Message)
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 ALLOWED_PATHS: Final = re.compile(
     rf"/api/v3/workers/{_UUID}/sessions(?:/{_UUID}/(?:heartbeat|offers:pull|lease-control"
-    rf"|offers/{_UUID}/(?:activation/(?:starting|running|start-failure)|artifacts|completion)))?"
+    rf"|offers/{_UUID}/(?:activation/(?:starting|running|start-failure)|output|completion)))?"
 )
 MAX_RESPONSE: Final = 128 * 1024
 
@@ -72,7 +72,12 @@ class ClientError(Exception):
 
 class TransportError(ClientError):
     """No decision came back (connection, TLS, timeout, or a 5xx such as storage.unavailable): the
-    control plane may or may not have acted, and the same call may be replayed later."""
+    control plane may or may not have acted, and the same call may be replayed later. `status` is the
+    5xx the shell answered, None when no answer came at all."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ProtocolError(ClientError):
@@ -280,9 +285,11 @@ class WorkerIngressHttpsClient:
         except WireError as exc:
             raise ProtocolError(exc.code) from None
 
-    async def upload(self, session: Session, offer_id: str, body: ArtifactUploadRequest) -> ArtifactStored:
-        path = f"{self._base(session)}/offers/{offer_id}/artifacts"
-        return await self._call(path, body, ArtifactStored, session)
+    async def append_output(
+        self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
+    ) -> OutputAppended:
+        path = f"{self._base(session)}/offers/{offer_id}/output"
+        return await self._call(path, body, OutputAppended, session, timeout_s)
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         path = f"{self._base(session)}/offers/{offer_id}/completion"
@@ -315,10 +322,10 @@ def _refusal(status: int, data: bytes) -> ClientError:
         code = ErrorMessage.parse(data).code
     except WireError:
         if status >= 500:
-            return TransportError(f"HTTP {status}")
+            return TransportError(f"HTTP {status}", status)
         return ProtocolError(f"HTTP {status} without a qinglong/error@v1 body")
     if status >= 500:
-        return TransportError(f"HTTP {status} {code}")
+        return TransportError(f"HTTP {status} {code}", status)
     if status == 401 or code in ("fenced.stale_session", "fenced.session_expired"):
         return Unauthenticated(status, code)
     return Refused(status, code)

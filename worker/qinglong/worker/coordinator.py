@@ -1,14 +1,19 @@
 """WorkerRemoteExecutionControlCoordinator.reconcile(offer_id): keep one started Attempt honest
-(seed ADR-0118 §4). Touches the journal (compare-and-set), the control plane (through the one client)
-and the local process (through the identity-checked controller). No timers: the lifecycle calls it.
+(seed ADR-0118 §4) and ship its output. Touches the journal (compare-and-set), the control plane
+(through the one client), the local process (through the identity-checked controller) and its output
+files (read only, through the Executor). No timers: the lifecycle calls it.
 
 In order, for one record, single-flight per offer:
 1. completion first: when the process has exited — its status file, or it is provably gone without
-   one (the wrapper was killed) — or a completion is pending, upload the log and
-   complete with the receipts and the LATEST persisted Lease version; a transport failure here is
-   isolated and does not block step 3 while the process still runs. A completion fenced
-   stale_version means a renewal committed while its answer was lost: replay lease control (the
-   database answers the stored renewal), persist it, then complete once more;
+   one (the wrapper was killed) — or a completion is pending, drain its output (below: every stream
+   up to the size its file had when the drain began) and complete with the exit and the LATEST
+   persisted Lease version; a transport failure of the drain or the completion is isolated, leaves
+   the completion to the next tick and does not block step 3 while the process still runs; a
+   refused append (e.g. fenced.state_drift: the Attempt ended while this Worker was away), or a 5xx
+   the shell answered for it, goes on to the completion, which decides (output never holds a Run's
+   end back, decision 0007 item 4). A completion fenced stale_version means a renewal
+   committed while its answer was lost: replay lease control (the database answers the stored
+   renewal), persist it, then complete once more;
 2. local Lease expired (CLOCK_BOOTTIME, measured from the instant the renewal was SENT, or another
    boot) → stop the exact local process and never call the control plane:
    lease_lost_local_execution_stopped, or ..._unverified when identity or signals cannot be proven;
@@ -16,18 +21,30 @@ In order, for one record, single-flight per offer:
    Lease: renewed | stop_requested → persist the new version and local expiry BEFORE acting, then
    move the runner's dead-man's switch to it; stop_requested → stop the process (its completion
    follows); terminal or a fence → stop the exact local identity, then isolate as
-   control_plane_terminal; a transport failure → re-check the local expiry at once (step 2).
+   control_plane_terminal; a transport failure → re-check the local expiry at once (step 2);
+4. output, only after a renewal answered in this tick (renewal never waits behind output): at most
+   one chunk (≤ CHUNK_MAX_BYTES) per stream with unsent bytes, each call bounded by a quarter of the
+   local Lease left; a failed append is isolated (the lease path decides).
+
+Output (stdout and stderr, each its own stream): where each stream stands is kept in memory only,
+per offer, from the database's answers (nextOffset, headBytes, tailBytes): the database is the
+authority, so nothing about output is journaled. A stream not yet answered (a new task, a Worker
+restart, a refused append) is sent from offset 0; the database answers a replay with the nextOffset
+it holds and shipping goes on from there. Once nextOffset ≥ headBytes and more than tailBytes are
+unsent, the next chunk skips ahead to size - tailBytes (`next_chunk`): a long log costs its head and
+its tail on the wire, and the skipped bytes are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
+from dataclasses import dataclass
 from typing import Final
 
-from qinglong.wire import ArtifactUploadRequest, CompletionArtifact, CompletionRequest, LeaseControlRequest
+from qinglong.wire import CompletionRequest, LeaseControlRequest, OutputAppendRequest
+from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.worker.client import (
     ClientError,
     Refused,
@@ -42,9 +59,31 @@ from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 
-LOG_CAP: Final = 1024 * 1024
-MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control call is given near the local expiry
+MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control or output call is given near the local expiry
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """Where a stream stands in the database (its last append's answer)."""
+
+    next_offset: int
+    head_bytes: int
+    tail_bytes: int
+
+
+def next_chunk(size: int, shipped: Shipped | None, limit: int = CHUNK_MAX_BYTES) -> tuple[int, int] | None:
+    """(offset, length) of the next append of a stream whose file holds `size` bytes, or None when
+    nothing is left to send. Not yet answered: from 0. Once the database holds the head and more than
+    the tail is unsent: from size - tailBytes, the bytes between are dropped."""
+    start = 0
+    if shipped is not None:
+        start = shipped.next_offset
+        if start >= shipped.head_bytes and size - start > shipped.tail_bytes:
+            start = size - shipped.tail_bytes
+    if size <= start:
+        return None
+    return start, min(limit, size - start)
 
 
 class WorkerRemoteExecutionControlCoordinator:
@@ -60,6 +99,7 @@ class WorkerRemoteExecutionControlCoordinator:
         self._executor = executor
         self._controller = controller
         self._inflight: dict[str, asyncio.Task[Record | None]] = {}
+        self._shipped: dict[str, dict[Stream, Shipped]] = {}  # per offer, per stream: the database's last answer
 
     async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
         """Reconcile one record; concurrent calls for the same offer share one run."""
@@ -67,8 +107,14 @@ class WorkerRemoteExecutionControlCoordinator:
         if task is None:
             task = asyncio.ensure_future(self._reconcile(offer_id, session))
             self._inflight[offer_id] = task
-            task.add_done_callback(lambda _: self._inflight.pop(offer_id, None))
+            task.add_done_callback(lambda done: self._finished(offer_id, done))
         return await asyncio.shield(task)
+
+    def _finished(self, offer_id: str, task: asyncio.Task[Record | None]) -> None:
+        self._inflight.pop(offer_id, None)
+        record = None if task.cancelled() or task.exception() is not None else task.result()
+        if record is None or record.state not in SUPERVISED:
+            self._shipped.pop(offer_id, None)  # ended (or to be re-learned from the database)
 
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
         return save(self._journal, record, state, inbox)
@@ -91,7 +137,11 @@ class WorkerRemoteExecutionControlCoordinator:
             return await self._stop_lease_lost(record, inbox, handle)
         if session is None:
             return record  # no session: nothing can be renewed; the local expiry above still protects
-        return await self._lease_control(record, inbox, handle, session)
+        record = await self._lease_control(record, inbox, handle, session)
+        renewed = Inbox.from_data(record.data)
+        if record.state in SUPERVISED and renewed.lease_version != inbox.lease_version:
+            await self._ship(renewed, handle, session)
+        return record
 
     async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
         outcome = await self._controller.stop(handle)
@@ -124,29 +174,18 @@ class WorkerRemoteExecutionControlCoordinator:
             error = None if exit_code is not None else ("process.killed" if status is not None else "process.vanished")
             record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
             inbox = Inbox.from_data(record.data)
-        fence = inbox.fence(session.generation)
+        if not await self._drain(inbox, handle, session):
+            return record, False  # no answer: the next tick drains on and completes
         try:
-            if not inbox.receipts:
-                log = self._executor.read_log(handle, LOG_CAP)
-                body = ArtifactUploadRequest(
-                    **fence, kind="log", sha256=hashlib.sha256(log).hexdigest(), size=len(log), content=log
-                )
-                stored = await self._client.upload(session, inbox.offer_id, body)
-                record = self._save(record, "completion_pending", inbox.replace(receipts=(stored.receipt.to_obj(),)))
-                inbox = Inbox.from_data(record.data)
-            artifacts = tuple(
-                CompletionArtifact(artifact_id=r["artifactId"], sha256=r["sha256"], size=r["size"])
-                for r in inbox.receipts
-            )
             done = await self._client.complete(
                 session,
                 inbox.offer_id,
                 CompletionRequest(
-                    **fence,
+                    **inbox.fence(session.generation),
                     lease_version=inbox.lease_version,
                     exit_code=inbox.exit_code,
                     error_code=inbox.error_code,
-                    artifacts=artifacts,
+                    artifacts=(),
                 ),
             )
         except (TransportError, Unauthenticated):
@@ -198,3 +237,58 @@ class WorkerRemoteExecutionControlCoordinator:
         if answer.status == "stop_requested":
             await self._controller.stop(handle)
         return record
+
+    async def _append(
+        self, inbox: Inbox, handle: ProcessHandle, session: Session, stream: Stream, size: int, timeout_s: float | None
+    ) -> bool:
+        """Send the next chunk of `stream` below `size`, if any; whether the database's nextOffset moved."""
+        streams = self._shipped.setdefault(inbox.offer_id, {})
+        shipped = streams.get(stream)
+        planned = next_chunk(size, shipped)
+        if planned is None:
+            return False
+        data = self._executor.read_output(handle, stream, *planned)
+        if not data:
+            return False
+        body = OutputAppendRequest(**inbox.fence(session.generation), stream=stream, offset=planned[0], data=data)
+        try:
+            answer = await self._client.append_output(session, inbox.offer_id, body, timeout_s=timeout_s)
+        except Refused:
+            streams.pop(stream, None)  # e.g. caps changed under a skip: the next append starts from 0 and learns
+            raise
+        streams[stream] = Shipped(answer.next_offset, answer.head_bytes, answer.tail_bytes)
+        return shipped is None or answer.next_offset > shipped.next_offset
+
+    async def _ship(self, inbox: Inbox, handle: ProcessHandle, session: Session) -> None:
+        """A running task's tick: at most one chunk per stream; failures are isolated."""
+        left = inbox.lease_left_s()
+        timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
+        for stream in STREAMS:
+            size = self._executor.output_size(handle, stream)
+            try:
+                await self._append(inbox, handle, session, stream, size, timeout_s)
+            except (TransportError, Unauthenticated):
+                return  # no answer: the other stream waits for the next tick too
+            except ClientError:
+                continue  # refused or outside the contract: the lease path decides
+
+    async def _drain(self, inbox: Inbox, handle: ProcessHandle, session: Session) -> bool:
+        """Before the completion: every stream up to the size its file has now (a straggler of the
+        task's group may still write; what it adds later is not waited for). Each append moves the
+        database's nextOffset on or ends the loop, so it is bounded by the bytes to send. False: no answer
+        (the next tick goes on). A refusal or a 5xx the shell answered ends the drain: output never holds
+        the Run's end hostage (a control plane without the output route, or failing on it, still gets the
+        completion, which decides; if the completion fails too, the next tick drains again from where the
+        database is)."""
+        for stream in STREAMS:
+            size = self._executor.output_size(handle, stream)
+            try:
+                while await self._append(inbox, handle, session, stream, size, None):
+                    pass
+            except Unauthenticated:
+                return False
+            except TransportError as failed:
+                return failed.status is not None
+            except ClientError:
+                return True
+        return True

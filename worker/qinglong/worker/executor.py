@@ -7,8 +7,11 @@ starts `python -I -m qinglong.worker.runner` in a new session (isolated: neither
 PYTHONPATH nor its user site reach the wrapper or the task; the task's environment is its plan's
 `env`, PATH when the plan gives none, QINGLONG_DEADLINE_AT_MS, and LC_CTYPE=C.UTF-8 from Python's
 locale coercion in the wrapper when the plan sets no locale) and returns once the wrapper has
-installed its signal handlers and started the task. Log, status, identity and lease files live
-under `work_dir/<offer_id>/` (0700), named after the launch nonce; a nonce is launched at most once.
+installed its signal handlers and started the task. The launch's files live under
+`work_dir/<offer_id>/` (0700), named after the launch nonce: `.log` (the task's stdout, created
+exclusively here: a nonce is launched at most once), `.err` (its stderr and the wrapper's own lines),
+`.status.json`, `.identity.json` and `.lease`. `output_size` and `read_output` read a stream's file
+(stdout or stderr) for the coordinator, which ships it.
 
 Where and as whom (a `TaskPolicy`, from worker.toml): a task runs in its Run's own directory
 `work_dir/tasks/<run_id>/` (0700, owned by the task's user; `work_dir` and `tasks/` are 0711, so a
@@ -37,10 +40,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, Literal
 
 from qinglong.worker.identity import CHILDREN, ExitStatus, ProcessHandle, boot_id, read_stat, reap_finished
-from qinglong.worker.runner import write_atomically
+from qinglong.worker.runner import stderr_path, write_atomically
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 _RUNNER_MODULE: Final = "qinglong.worker.runner"
@@ -459,17 +462,31 @@ class Executor:
             raise ValueError(f"malformed status file {handle.status_path}")
         return ExitStatus(exit_code=code, signal=signum)
 
-    def read_log(self, handle: ProcessHandle, cap: int) -> bytes:
-        """The first `cap` bytes of the task's log."""
-        if type(cap) is not int or cap < 0:
-            raise ValueError("cap must be a non-negative int")
+    @staticmethod
+    def output_path(handle: ProcessHandle, stream: Literal["stdout", "stderr"]) -> Path:
+        """The file a launch's stream is appended to: stdout is the log, stderr its `.err` sibling."""
+        return Path(handle.log_path if stream == "stdout" else stderr_path(handle.log_path))
+
+    def output_size(self, handle: ProcessHandle, stream: Literal["stdout", "stderr"]) -> int:
+        """The bytes written to a stream so far (0 before its file exists)."""
+        try:
+            return self.output_path(handle, stream).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def read_output(self, handle: ProcessHandle, stream: Literal["stdout", "stderr"], offset: int, n: int) -> bytes:
+        """Up to `n` bytes of a stream from `offset` (fewer at its end; none before its file exists)."""
+        if type(offset) is not int or type(n) is not int or offset < 0 or n < 0:
+            raise ValueError("offset and n must be non-negative ints")
         chunks: list[bytes] = []
-        remaining = cap
-        with open(handle.log_path, "rb") as f:
-            while remaining > 0:
-                chunk = f.read(remaining)
-                if not chunk:
-                    break
+        try:
+            fd = os.open(self.output_path(handle, stream), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return b""
+        try:
+            while n > 0 and (chunk := os.pread(fd, n, offset)):
                 chunks.append(chunk)
-                remaining -= len(chunk)
+                offset, n = offset + len(chunk), n - len(chunk)
+        finally:
+            os.close(fd)
         return b"".join(chunks)

@@ -3,8 +3,9 @@ the one way they save a record. Touches the journal (compare-and-set) and the `q
 
 The record holds the offer exactly as received (with its lease token: the journal file is 0600),
 the newest persisted Lease version and its conservative local expiry on CLOCK_BOOTTIME, the
-activation snapshot, the launch nonce and durable process handle, the artifact receipts and the
-reason a record was isolated.
+activation snapshot, the launch nonce and durable process handle, the exit and the reason a record
+was isolated. (Records written before task output shipped carry `receipts` of an uploaded log: read
+and dropped.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ class Inbox:
     snapshot: Mapping[str, Any] | None = None
     launch_nonce: str | None = None
     handle: Mapping[str, Any] | None = None
-    receipts: tuple[Mapping[str, Any], ...] = ()
     exit_code: int | None = None
     error_code: str | None = None
     reason: str | None = None
@@ -89,7 +89,6 @@ class Inbox:
     def to_data(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["offer"] = self.offer.to_obj()
-        data["receipts"] = [dict(r) for r in self.receipts]
         data["snapshot"] = None if self.snapshot is None else dict(self.snapshot)
         data["handle"] = None if self.handle is None else dict(self.handle)
         return data
@@ -98,7 +97,7 @@ class Inbox:
     def from_data(cls, data: Mapping[str, Any]) -> Inbox:
         values = dict(data)
         values["offer"] = OfferOffered.from_obj(values["offer"])
-        values["receipts"] = tuple(values.get("receipts") or ())
+        values.pop("receipts", None)
         return cls(**values)
 
     def replace(self, **changes: Any) -> Inbox:

@@ -4,20 +4,24 @@
 
 `--cwd`, `--uid`, `--gid` and `--groups` are where and as whom the child runs (the Executor has
 decided them from the plan and the Worker's policy): the wrapper itself keeps the Worker's user, so
-it can always write LOG and STATUS; only the child changes directory, groups and user before exec.
+it can always write LOG, the stderr file and STATUS; only the child changes directory, groups and
+user before exec.
 
 The Executor starts this module in a new session (its own process group). It starts `argv` as its
-child in the same group, with stdin from /dev/null and stdout+stderr appended to LOG (O_APPEND,
-0600), waits for it, writes STATUS atomically (tmp, fsync, rename, fsync dir) as
-`{"exitCode": int|null, "signal": int|null}` and exits with the child's code (or 128+signal), so the
-exit status survives a Worker restart.
+child in the same group, with stdin from /dev/null, stdout appended to LOG and stderr appended to
+LOG's sibling with the suffix `.err` (`stderr_path(LOG)`: `<nonce>.log` → `<nonce>.err`; derived, not
+an option, so the Executor and the wrapper name it from one fact; a LOG ending in `.err` is refused),
+both O_APPEND, 0600, so the two streams stay apart. It waits for the child, writes STATUS atomically
+(tmp, fsync, rename, fsync dir) as `{"exitCode": int|null, "signal": int|null}` and exits with the
+child's code (or 128+signal), so the exit status survives a Worker restart.
 
 SIGTERM, SIGINT and SIGHUP do not end the wrapper: the group signal reaches the child, and the
 wrapper still records how the child ended. If the child cannot be started, STATUS records 127
-(not found) or 126 (not executable), one line is appended to LOG, and the wrapper exits with that
-code. `--ready-fd` (optional, used by the Executor): a pipe the wrapper writes one byte to and
-closes once its signal handlers are installed and the child has been started (or its start failure
-recorded).
+(not found) or 126 (not executable), one line is appended to the stderr file, and the wrapper exits
+with that code. The wrapper's own lines (that one, and the dead-man's switch firing) go to the
+stderr file too; LOG holds the task's stdout only. `--ready-fd` (optional, used by the Executor): a
+pipe the wrapper writes one byte to and closes once its signal handlers are installed and the child
+has been started (or its start failure recorded).
 
 `--identity FILE`: before it starts the child, the wrapper writes `{"pid", "startTime", "bootId"}`
 (its own identity) to FILE atomically, so a Worker restarted mid-launch can tell a task that never
@@ -53,6 +57,7 @@ _USAGE = (
     "usage: python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] "
     "[--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...] -- argv..."
 )
+ERR_SUFFIX = ".err"
 LEASE_CHECK_S = 1.0  # how often the dead-man's switch re-reads its lease file
 _OPTIONS = (
     "--log",
@@ -133,6 +138,8 @@ def _parse(args: Sequence[str]) -> _Args:
     gid = _ids(opts["--gid"], "--gid") if "--gid" in opts else None
     if (uid is not None and len(uid) != 1) or (gid is not None and len(gid) != 1):
         raise _UsageError("--uid and --gid take one id")
+    if opts["--log"].endswith(ERR_SUFFIX):
+        raise _UsageError(f"LOG must not end in {ERR_SUFFIX} (the stderr file is named after it)")
     return _Args(
         opts["--log"],
         opts["--status"],
@@ -146,6 +153,11 @@ def _parse(args: Sequence[str]) -> _Args:
         None if gid is None else gid[0],
         _ids(opts["--groups"], "--groups") if "--groups" in opts else None,
     )
+
+
+def stderr_path(log: str) -> str:
+    """The file a launch's stderr is appended to: LOG with its suffix replaced by `.err`."""
+    return os.path.splitext(log)[0] + ERR_SUFFIX
 
 
 def _ignore_stop_signal(signum: int, frame: FrameType | None) -> None:
@@ -270,7 +282,7 @@ def _wait_child(child: subprocess.Popen[bytes], timeout_s: float | None) -> int 
     return child.poll()
 
 
-def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, log_path: str) -> int:
+def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, err_path: str) -> int:
     """Wait for the child while the Lease holds; past the expiry FILE names, stop the group. FILE is
     re-read at least every LEASE_CHECK_S: a renewal may also move the expiry EARLIER (a Lease TTL
     shorter than the offer's)."""
@@ -284,7 +296,7 @@ def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, log_p
         if returncode is not None:
             return returncode
         expiry = read_lease(lease) or expiry
-    _append(log_path, "qinglong-runner: the Lease expired locally without renewal; stopping the task\n")
+    _append(err_path, "qinglong-runner: the Lease expired locally without renewal; stopping the task\n")
     pgid = os.getpgrp()
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGTERM)  # the wrapper ignores it; the task gets it
@@ -307,9 +319,9 @@ def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, log_p
     return child.wait()
 
 
-def _append(log_path: str, line: str) -> None:
+def _append(path: str, line: str) -> None:
     with contextlib.suppress(OSError):
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             os.write(fd, line.encode())
         finally:
@@ -332,14 +344,17 @@ def main(args: Sequence[str] | None = None) -> int:
 
     if parsed.identity is not None:
         _write_identity(parsed.identity)
-    log_fd = os.open(parsed.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    err = stderr_path(parsed.log)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    log_fd = os.open(parsed.log, flags, 0o600)
     try:
+        err_fd = os.open(err, flags, 0o600)
         try:
             child = subprocess.Popen(
                 parsed.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
-                stderr=log_fd,
+                stderr=err_fd,
                 close_fds=True,
                 cwd=parsed.cwd,
                 user=parsed.uid,
@@ -349,10 +364,12 @@ def main(args: Sequence[str] | None = None) -> int:
         except OSError as exc:
             code = _start_failure_code(exc)
             line = f"qinglong-runner: cannot execute {parsed.argv[0]!r}: {exc.strerror or exc} (exit {code})\n"
-            os.write(log_fd, line.encode("utf-8", "backslashreplace"))
+            os.write(err_fd, line.encode("utf-8", "backslashreplace"))
             write_status_atomically(parsed.status, code, None)
             _signal_ready(parsed.ready_fd)
             return code
+        finally:
+            os.close(err_fd)
     finally:
         os.close(log_fd)
 
@@ -360,7 +377,7 @@ def main(args: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
     _signal_ready(parsed.ready_fd)
     # child.wait() is retried across the (ignored) stop signals
-    returncode = child.wait() if parsed.lease is None else _supervise(child, parsed.lease, parsed.grace_s, parsed.log)
+    returncode = child.wait() if parsed.lease is None else _supervise(child, parsed.lease, parsed.grace_s, err)
     if returncode < 0:
         write_status_atomically(parsed.status, None, -returncode)
         return 128 - returncode

@@ -5,14 +5,15 @@ begin;
 set local role ql_owner;
 
 -- ql_api.converge: one convergence cycle — pages of cancellation convergence, then pages of lease-expiry
--- recovery, then pages of the scheduler (ql_api.schedule_fire_v1: due schedule fire times become Runs), each
+-- recovery, then pages of the scheduler (ql_api.schedule_fire_v1: due schedule fire times become Runs), then
+-- pages of output retention (ql_api.output_expire_v1: chunks older than output_retention_days), each
 -- page its own short transaction (COMMIT between pages), stopping early on a short page (or, for
--- convergence, a page that converged nothing: only blocked Runs are left). The scheduler comes last, so a
--- fault in it can delay fire times but never the recovery of Runs.
+-- convergence, a page that converged nothing: only blocked Runs are left). The scheduler and retention come
+-- last, so a fault in them can delay fire times or deletions but never the recovery of Runs.
 -- pg_cron runs it as ql_scheduler (`CALL ql_api.converge()`); an operator may CALL it once by hand.
 -- The one routine that is NOT SECURITY DEFINER: PostgreSQL refuses COMMIT inside a SECURITY DEFINER
 -- procedure or one with a SET clause ("invalid transaction termination"), so it runs as its caller,
--- qualifies every name, and only calls the three SECURITY DEFINER page functions. Call it outside an
+-- qualifies every name, and only calls the four SECURITY DEFINER page functions. Call it outside an
 -- explicit transaction block (CALL in autocommit mode), or the COMMITs fail.
 -- Bounds: p_page_size 1..128, p_max_pages 1..64, p_grace_ms 0..86400000. Never a per-Run timer.
 -- Raises 22023 (invalid_parameter_value) for out-of-range bounds.
@@ -61,11 +62,21 @@ begin
     v_pages := v_pages + 1;
     exit when (v_page ->> 'scanned')::integer < p_page_size or v_pages >= p_max_pages;
   end loop;
+
+  v_pages := 0;
+  loop
+    v_page := ql_api.output_expire_v1(p_page_size);
+    commit;
+    v_pages := v_pages + 1;
+    exit when ((v_page ->> 'deleted')::integer < p_page_size and (v_page ->> 'streamsDeleted')::integer < p_page_size)
+           or v_pages >= p_max_pages;
+  end loop;
 end;
 $$;
 
 comment on procedure ql_api.converge(integer, integer, bigint) is
-'One convergence cycle: pages of run_cancellation_converge_v1, of lease_expiry_reconcile_v1, then of schedule_fire_v1, '
+'One convergence cycle: pages of run_cancellation_converge_v1, of lease_expiry_reconcile_v1, of schedule_fire_v1, '
+'then of output_expire_v1, '
 'COMMIT after each, '
 'early stop on a short page. SECURITY INVOKER by necessity (COMMIT). Raises 22023 on out-of-range bounds.';
 revoke all on procedure ql_api.converge(integer, integer, bigint) from public;

@@ -8,7 +8,11 @@ set local role ql_owner;
 -- The token itself never reaches the database. Not granted to ql_runtime (operators call it as a DBA).
 -- The SHA-256 of the empty token is refused (empty_token): the shell admits a request that carries no
 -- bearer token with exactly that digest, so a subject holding it would be anyone without credentials.
--- Returns {"status":"created","subjectId"} | {"status":"invalid","reason"} | {"status":"fenced","reason":"token_in_use"}.
+-- Names are unique (ql/unique_names): a name another subject holds is fenced name_taken, a digest another
+-- subject holds token_in_use (checked first), and nothing changes. A concurrent create of the same name or
+-- digest waits for the other transaction and then answers the same way (ON CONFLICT DO NOTHING).
+-- Returns {"status":"created","subjectId"} | {"status":"invalid","reason"}
+--   | {"status":"fenced","reason":"token_in_use"|"name_taken"}.
 -- signature: ql_api.subject_create_v1(text, text, bytea)
 create or replace function ql_api.subject_create_v1(p_kind text, p_name text, p_token_digest bytea)
 returns jsonb
@@ -25,14 +29,18 @@ begin
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then return ql.outcome('invalid', 'token_digest'); end if;
   if p_token_digest = sha256(''::bytea) then return ql.outcome('invalid', 'empty_token'); end if;
   insert into ql.subjects (kind, name, token_digest) values (p_kind, p_name, p_token_digest)
-  on conflict (token_digest) do nothing returning id into v_id;
-  if v_id is null then return ql.outcome('fenced', 'token_in_use'); end if;
+  on conflict do nothing returning id into v_id;
+  if v_id is null and exists (select 1 from ql.subjects s where s.token_digest = p_token_digest) then
+    return ql.outcome('fenced', 'token_in_use');
+  end if;
+  if v_id is null then return ql.outcome('fenced', 'name_taken'); end if;
   return jsonb_build_object('status', 'created', 'subjectId', v_id);
 end;
 $$;
 
 comment on function ql_api.subject_create_v1(text, text, bytea) is
-'Registers a subject by its bearer-token digest. Results: created | invalid (kind, name, token_digest, empty_token) | fenced (token_in_use).';
+'Registers a subject by its bearer-token digest. Results: created | invalid (kind, name, token_digest, empty_token) | '
+'fenced (token_in_use, name_taken).';
 revoke all on function ql_api.subject_create_v1(text, text, bytea) from public;
 
 commit;

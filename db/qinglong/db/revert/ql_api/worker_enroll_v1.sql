@@ -1,5 +1,55 @@
 -- Revert qinglong:ql_api/worker_enroll_v1 from pg
+-- RESTORES the previous instance: the body of deploy/ql_api/worker_enroll_v1@v0.1.0.sql with its grants,
+-- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-drop function ql_api.worker_enroll_v1(uuid, text, text, bytea);
+revoke all on function ql_api.worker_enroll_v1(uuid, text, text, bytea) from public, ql_runtime, ql_scheduler, ql_readonly;
+
+-- ql_api.worker_enroll_v1: enrol a Worker with its client certificate's SHA-256, or re-enrol it.
+-- Re-enrolment (a new certificate, a new pool) bumps the generation and closes the live session in the
+-- same transaction, so everything the old generation holds is fenced at once.
+-- Not granted to ql_runtime (operators call it as a DBA).
+-- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE).
+-- Returns {"status":"enrolled"|"reenrolled","workerId","generation"} | {"status":"invalid","reason"}.
+-- signature: ql_api.worker_enroll_v1(uuid, text, text, bytea)
+create or replace function ql_api.worker_enroll_v1(p_worker_id uuid, p_name text, p_pool text, p_cert_fingerprint bytea)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_worker ql.workers;
+begin
+  if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
+  if p_name is null or length(p_name) not between 1 and 200 then return ql.outcome('invalid', 'name'); end if;
+  if p_pool is null or p_pool !~ '^[a-z0-9_-]{1,64}$' then return ql.outcome('invalid', 'pool'); end if;
+  if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
+    return ql.outcome('invalid', 'cert_fingerprint');
+  end if;
+
+  select * into v_worker from ql.workers w where w.id = p_worker_id for no key update;
+  if v_worker.id is null then
+    insert into ql.workers (id, name, pool, cert_fingerprint) values (p_worker_id, p_name, p_pool, p_cert_fingerprint)
+    returning * into v_worker;
+    return jsonb_build_object('status', 'enrolled', 'workerId', v_worker.id, 'generation', v_worker.generation);
+  end if;
+  perform 1 from ql.worker_sessions s where s.worker_id = p_worker_id and s.status = 'live' for update;
+  update ql.worker_sessions s set status = 'closed', ended_at_ms = ql.now_ms()
+   where s.worker_id = p_worker_id and s.status = 'live';
+  update ql.workers w
+     set generation = w.generation + 1, name = p_name, pool = p_pool, cert_fingerprint = p_cert_fingerprint,
+         status = 'active'
+   where w.id = p_worker_id
+  returning * into v_worker;
+  return jsonb_build_object('status', 'reenrolled', 'workerId', v_worker.id, 'generation', v_worker.generation);
+end;
+$$;
+
+comment on function ql_api.worker_enroll_v1(uuid, text, text, bytea) is
+'Enrols a Worker (generation 1) or re-enrols it (generation +1, live session closed). Results: enrolled | reenrolled | '
+'invalid (worker_id, name, pool, cert_fingerprint). Operators only.';
+revoke all on function ql_api.worker_enroll_v1(uuid, text, text, bytea) from public;
+
 commit;

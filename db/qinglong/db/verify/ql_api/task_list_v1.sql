@@ -6,6 +6,6 @@ where p.oid = 'ql_api.task_list_v1(text)'::regprocedure and o.rolname = 'ql_owne
   and p.prosecdef
   and p.proconfig = array['search_path=pg_catalog, pg_temp'];
 select 1 / (not pg_catalog.has_function_privilege('public', 'ql_api.task_list_v1(text)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql_api.task_list_v1(text)', 'execute'))::int;
+select 1 / (pg_catalog.has_function_privilege('ql_runtime', 'ql_api.task_list_v1(text)', 'execute'))::int;
 select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql_api.task_list_v1(text)', 'execute'))::int;
 select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql_api.task_list_v1(text)', 'execute'))::int;

@@ -1,0 +1,115 @@
+-- ql_api.output_append_v1: store a chunk of a live Attempt's stdout or stderr, shipped by its Worker while the
+-- task runs (and after it exited, until the completion). The chunk is p_data at byte p_offset of the stream.
+-- Per stream the database keeps the HEAD (bytes below ql.settings.output_head_bytes) and the TAIL (at least
+-- the last output_tail_bytes, at most one chunk more); bytes between are deleted as the stream grows, so a
+-- 5 MB log keeps its first and its last lines. ql.output_streams.next_offset is the end of what arrived:
+-- * p_offset + length <= next_offset: bytes already held (an exact replay, or a Worker that restarted from
+--   an earlier offset): nothing changes and the answer is the same, also after the Attempt ended;
+-- * p_offset < next_offset < p_offset + length: only the new suffix (from next_offset) is stored;
+-- * p_offset > next_offset: a gap, allowed only once the head is complete (next_offset >= head): the Worker
+--   skipped ahead to keep only the tail, the skipped bytes are dropped and the offsets jump; before that,
+--   invalid (offset).
+-- A chunk never straddles the head boundary (an append across it is stored as two chunks). Then the tail is
+-- trimmed: this stream's chunks at or above the head that end at or before next_offset - output_tail_bytes
+-- are deleted (one range of the primary key).
+-- Storing needs the Attempt live (starting or running, else fenced state_drift) and its Lease unexpired
+-- (else fenced lease_expired), as ql_api.artifact_upload_v1 does for a new artifact.
+-- Input is checked before any lock; invalid input changes nothing.
+-- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease), then the stream's
+-- ql.output_streams row (FOR UPDATE; inserted first when missing).
+-- Returns {"status":"appended","stream","nextOffset","headBytes","tailBytes"}
+--   | {"status":"invalid"|"not_found"|"fenced","reason"}.
+-- signature: ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea)
+-- grant execute: ql_runtime
+create or replace function ql_api.output_append_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_project_id uuid,
+  p_run_id uuid,
+  p_attempt_id uuid,
+  p_offer_id uuid,
+  p_lease_generation bigint,
+  p_token_digest bytea,
+  p_stream text,
+  p_offset bigint,
+  p_data bytea
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  f record;
+  v_stream ql.output_stream;
+  v_head bigint;
+  v_tail bigint;
+  v_next bigint;
+  v_start bigint;
+  v_data bytea;
+  v_end bigint;
+  v_cut integer;
+begin
+  if p_stream is null or p_stream not in ('stdout', 'stderr') then return ql.outcome('invalid', 'stream'); end if;
+  if p_offset is null or p_offset not between 0 and 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  if p_data is null or octet_length(p_data) not between 1 and 262144 then return ql.outcome('invalid', 'size'); end if;
+  if p_offset + octet_length(p_data) > 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  v_stream := p_stream::ql.output_stream;
+
+  select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
+                                        p_run_id, p_attempt_id, p_offer_id, p_lease_generation, p_token_digest);
+  if f.outcome is not null then return f.outcome; end if;
+
+  select st.output_head_bytes, st.output_tail_bytes into v_head, v_tail from ql.settings st;
+  select s.next_offset into v_next from ql.output_streams s
+   where s.attempt_id = p_attempt_id and s.stream = v_stream for update;
+  v_next := coalesce(v_next, 0);
+  if p_offset + octet_length(p_data) > v_next then
+    if (f.attempt).status not in ('starting', 'running') then return ql.outcome('fenced', 'state_drift'); end if;
+    if (f.lease).expires_at_ms <= f.now_ms then return ql.outcome('fenced', 'lease_expired'); end if;
+    if p_offset > v_next and v_next < v_head then return ql.outcome('invalid', 'offset'); end if;
+
+    insert into ql.output_streams (attempt_id, stream, next_offset, updated_at_ms)
+    values (p_attempt_id, v_stream, 0, f.now_ms)
+    on conflict do nothing;
+    select s.next_offset into strict v_next from ql.output_streams s
+     where s.attempt_id = p_attempt_id and s.stream = v_stream for update;
+
+    v_start := greatest(p_offset, v_next);
+    v_data := substr(p_data, (v_start - p_offset + 1)::integer);
+    v_end := v_start + octet_length(v_data);
+    if v_start < v_head then  -- the head part, then (if any) the rest from the boundary
+      v_cut := least(octet_length(v_data)::bigint, v_head - v_start)::integer;
+      insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)
+      values (p_attempt_id, v_stream, v_start, substr(v_data, 1, v_cut), f.now_ms);
+      if v_cut < octet_length(v_data) then
+        insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)
+        values (p_attempt_id, v_stream, v_head, substr(v_data, v_cut + 1), f.now_ms);
+      end if;
+    else
+      insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)
+      values (p_attempt_id, v_stream, v_start, v_data, f.now_ms);
+    end if;
+    -- byte_offset < end - tail bounds the range scan; the length condition keeps a chunk that reaches into the tail.
+    delete from ql.output_chunks c
+     where c.attempt_id = p_attempt_id and c.stream = v_stream
+       and c.byte_offset >= v_head and c.byte_offset < v_end - v_tail
+       and c.byte_offset + octet_length(c.data) <= v_end - v_tail;
+    update ql.output_streams s set next_offset = v_end, updated_at_ms = f.now_ms
+     where s.attempt_id = p_attempt_id and s.stream = v_stream;
+    v_next := v_end;
+  end if;
+
+  return jsonb_build_object('status', 'appended', 'stream', p_stream, 'nextOffset', v_next,
+                            'headBytes', v_head, 'tailBytes', v_tail);
+end;
+$$;
+
+comment on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) is
+'Stores a chunk of an Attempt''s stdout or stderr: the head, the trimmed tail, replays answered unchanged, a gap only past '
+'the head. Results: appended | invalid (stream, offset, size, the fence''s inputs) | not_found | fenced (ql.attempt_fence '
+'reasons, state_drift, lease_expired).';
+revoke all on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) from public;
+grant execute on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) to ql_runtime;

@@ -1,0 +1,50 @@
+-- ql_api.project_view_v1: what an admitted subject may see and do in one Project, for the user API's
+-- `GET /api/v3/projects/{project}` (the web console asks it once, to offer only the actions the role allows).
+-- The answer names the Project (id, name, status), the subject (name, kind), its active role, and, for each of
+-- run.read, run.start and run.stop, the decision request_admission_v1 would take now: allow, deny, or
+-- approval_required (an agent asking run.stop). One source of those rules: ql.role_allows and the same order of
+-- tests as admission (an archived Project allows only run.read). A subject without an active binding, or a
+-- missing Project, is not_found project (as admission sees it). Reads only.
+-- Returns {"status":"found","projectId","project","projectStatus","subject","subjectKind","role",
+--          "runRead","runStart","runStop"} | {"status":"invalid","reason":"project_id"|"subject_id"}
+--   | {"status":"not_found","reason":"project"}.
+-- signature: ql_api.project_view_v1(uuid, uuid)
+-- grant execute: ql_runtime
+create or replace function ql_api.project_view_v1(p_project_id uuid, p_subject_id uuid)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_project ql.projects;
+  v_subject ql.subjects;
+  v_role text;
+begin
+  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
+  if p_subject_id is null then return ql.outcome('invalid', 'subject_id'); end if;
+  select * into v_project from ql.projects p where p.id = p_project_id;
+  select * into v_subject from ql.subjects s where s.id = p_subject_id and s.status = 'active';
+  select b.role into v_role from ql.role_bindings b
+   where b.project_id = p_project_id and b.subject_id = p_subject_id and b.active;
+  if v_project.id is null or v_subject.id is null or v_role is null then return ql.outcome('not_found', 'project'); end if;
+  return jsonb_build_object(
+    'status', 'found', 'projectId', v_project.id, 'project', v_project.name, 'projectStatus', v_project.status,
+    'subject', v_subject.name, 'subjectKind', v_subject.kind, 'role', v_role)
+    || (select jsonb_object_agg(k.key, case
+                 when v_project.status <> 'active' and k.permission <> 'run.read' then 'deny'
+                 when not ql.role_allows(v_role, k.permission) then 'deny'
+                 when v_subject.kind = 'agent' and k.permission = 'run.stop' then 'approval_required'
+                 else 'allow'
+               end)
+          from (values ('runRead', 'run.read'), ('runStart', 'run.start'), ('runStop', 'run.stop')) k(key, permission));
+end;
+$$;
+
+comment on function ql_api.project_view_v1(uuid, uuid) is
+'An admitted subject''s view of a Project: id, name, status, the subject''s name and kind, its role, and the decision '
+'(allow | deny | approval_required) admission takes for run.read, run.start and run.stop. Results: found, invalid, '
+'not_found (no active binding, like admission). Reads only.';
+revoke all on function ql_api.project_view_v1(uuid, uuid) from public;
+grant execute on function ql_api.project_view_v1(uuid, uuid) to ql_runtime;

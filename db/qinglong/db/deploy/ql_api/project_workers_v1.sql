@@ -1,0 +1,50 @@
+-- Deploy qinglong:ql_api/project_workers_v1 to pg
+-- FROZEN COPY of db/functions/ql_api/project_workers_v1.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql_api.project_workers_v1: the Workers that serve one Project, for the user API's
+-- `GET /api/v3/projects/{project}/workers` (run.read). Least disclosure: only the Workers whose pool one of the
+-- Project's tasks uses (its current revision's plan pool, 'default' when the plan names none), and of each only
+-- its name, pool, generation, status, online, last contact and the number of THIS Project's Attempts it holds
+-- (claimed, starting, running) — never its id, certificate fingerprint, sessions or other Projects' work.
+-- online and lastContactAtMs are computed as ql_api.worker_list_v1 computes them. Reads only.
+-- Returns {"status":"listed","workers":[{"name","pool","generation","status","online","lastContactAtMs",
+--          "activeAttempts"}…]} (by name, then id) | {"status":"invalid","reason":"project_id"}.
+-- signature: ql_api.project_workers_v1(uuid)
+-- grant execute: ql_runtime
+create or replace function ql_api.project_workers_v1(p_project_id uuid)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
+  return (
+    select jsonb_build_object('status', 'listed', 'workers', coalesce(jsonb_agg(jsonb_build_object(
+             'name', w.name, 'pool', w.pool, 'generation', w.generation, 'status', w.status,
+             'online', exists (select 1 from ql.worker_sessions s where s.worker_id = w.id and s.status = 'live'
+                                 and s.expires_at_ms > ql.now_ms()),
+             'lastContactAtMs', (select max(s.expires_at_ms) - st.session_ttl_ms from ql.worker_sessions s
+                                  where s.worker_id = w.id),
+             'activeAttempts', (select count(*) from ql.run_attempts a join ql.runs r on r.id = a.run_id
+                                 where a.worker_id = w.id and r.project_id = p_project_id
+                                   and a.status in ('claimed', 'starting', 'running')))
+           order by w.name, w.id), '[]'::jsonb))
+      from ql.workers w cross join ql.settings st
+     where w.pool in (select coalesce(r.plan_json ->> 'pool', 'default')
+                        from ql.tasks t join ql.task_execution_revisions r on r.id = t.current_revision_id
+                       where t.project_id = p_project_id));
+end;
+$$;
+
+comment on function ql_api.project_workers_v1(uuid) is
+'The Workers of the pools a Project''s tasks use: name, pool, generation, status, online, lastContactAtMs and the '
+'Project''s own active Attempts on it (never ids or fingerprints). Results: listed, invalid. Reads only.';
+revoke all on function ql_api.project_workers_v1(uuid) from public;
+grant execute on function ql_api.project_workers_v1(uuid) to ql_runtime;
+
+commit;

@@ -1,0 +1,90 @@
+-- Deploy qinglong:ql_api/prune_v1 to pg
+-- FROZEN COPY of db/functions/ql_api/prune_v1.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql_api.prune_v1: one bounded page of Run retention (docs/decisions/0009-retention.md). With
+-- ql.settings.run_retention_days NULL it does nothing; otherwise the cutoff is now minus that many days, and:
+-- 1. at most p_limit terminal Runs that ended before the cutoff, oldest first (ql.runs_ended_idx), none of whose
+--    Attempts is live, are deleted with everything of theirs: their Attempts' artifacts, Leases and offers, the
+--    Attempts (their output goes with them, ON DELETE CASCADE) and the Runs. Their events stay in ql.run_events
+--    until ql_api.retention_maintain_v1 drops the whole partition: nobody deletes an event row.
+--    A Lease is kept as long as its Run: the replays of an ended Attempt (attempt_complete_v1's already_completed,
+--    lease control's terminal answer) check the token against it;
+-- 2. at most p_limit Worker sessions that ended (replaced, closed, expired) before the cutoff and made no offer
+--    still kept;
+-- 3. at most p_limit user mutations (the idempotency record) created before the cutoff: a mutation id replayed
+--    later than the retention is a new mutation.
+-- A Run, session or mutation another transaction holds is skipped, never waited for (FOR UPDATE SKIP LOCKED);
+-- a Run's row lock is what every writer of the Run takes first, so nothing can start on a Run being pruned.
+-- Lock order: runs, then its Attempts' rows, artifacts, leases, offers; then sessions; then mutations.
+-- Sessions and mutations are found by a sequential scan that stops at p_limit (old rows come first in the heap).
+-- Returns {"status":"ok","runs","sessions","mutations"} (rows deleted) | {"status":"invalid","reason":"limit"} (1..1024).
+-- signature: ql_api.prune_v1(integer)
+-- grant execute: ql_scheduler
+create or replace function ql_api.prune_v1(p_limit integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_days integer;
+  v_cutoff bigint;
+  v_runs uuid[];
+  v_attempts uuid[];
+  v_sessions integer := 0;
+  v_mutations integer := 0;
+begin
+  if p_limit is null or p_limit not between 1 and 1024 then return ql.outcome('invalid', 'limit'); end if;
+  select st.run_retention_days into v_days from ql.settings st;
+  if v_days is null then
+    return jsonb_build_object('status', 'ok', 'runs', 0, 'sessions', 0, 'mutations', 0);
+  end if;
+  v_cutoff := ql.now_ms() - v_days::bigint * 86400000;
+
+  select coalesce(array_agg(q.id), '{}') into v_runs
+    from (select r.id from ql.runs r
+           where r.ended_at_ms < v_cutoff
+             and not exists (select 1 from ql.run_attempts a where a.run_id = r.id and a.ended_at_ms is null)
+           order by r.ended_at_ms limit p_limit for update of r skip locked) q;
+  if cardinality(v_runs) > 0 then
+    select coalesce(array_agg(a.id), '{}') into v_attempts
+      from (select a.id from ql.run_attempts a where a.run_id = any (v_runs) for update) a;
+    delete from ql.artifacts x where x.attempt_id = any (v_attempts);
+    delete from ql.run_leases l where l.attempt_id = any (v_attempts);
+    delete from ql.offers o where o.attempt_id = any (v_attempts);
+    update ql.runs r set current_attempt_id = null where r.id = any (v_runs) and r.current_attempt_id is not null;
+    delete from ql.run_attempts a where a.id = any (v_attempts);
+    delete from ql.runs r where r.id = any (v_runs);
+  end if;
+
+  delete from ql.worker_sessions s
+   using (select w.id from ql.worker_sessions w
+           where w.ended_at_ms < v_cutoff
+             and not exists (select 1 from ql.offers o where o.session_id = w.id)
+           limit p_limit for update skip locked) old
+   where s.id = old.id;
+  get diagnostics v_sessions = row_count;
+
+  delete from ql.mutations m
+   using (select n.subject_id, n.mutation_id from ql.mutations n
+           where n.created_at_ms < v_cutoff limit p_limit for update skip locked) old
+   where m.subject_id = old.subject_id and m.mutation_id = old.mutation_id;
+  get diagnostics v_mutations = row_count;
+
+  return jsonb_build_object('status', 'ok', 'runs', cardinality(v_runs), 'sessions', v_sessions,
+                            'mutations', v_mutations);
+end;
+$$;
+
+comment on function ql_api.prune_v1(integer) is
+'One page of Run retention: at most p_limit terminal Runs ended before run_retention_days (with their Attempts, '
+'Leases, offers, artifacts and output), ended sessions and user mutations older than it. Events stay (dropped by '
+'partition). Results: ok (runs, sessions, mutations) | invalid (limit). Nothing when retention is NULL.';
+revoke all on function ql_api.prune_v1(integer) from public;
+grant execute on function ql_api.prune_v1(integer) to ql_scheduler;
+
+commit;

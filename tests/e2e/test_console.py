@@ -1,0 +1,383 @@
+"""The web console in a real headless browser (Debian's chromium through chromium-driver and Selenium) against the
+real system of `make sandbox`: PostgreSQL, the shell and a Worker as processes. A person signs in with a token and
+watches a Run go from queued to succeeded with its output, follows a running task's output, sees where a long output
+was cut, cancels a running Run; an agent's cancel is answered approval_required; a viewer is offered neither
+enqueue nor cancel; the Workers page shows a Worker that never connected as offline; a wrong token and a shell that
+went away each get a page that says so. Every console answer carries the security headers, and the browser made no
+request outside the console's origin (its network log) and met no CSP violation (its console log).
+QINGLONG_CONSOLE_SCREENSHOTS=1 also writes docs/console-runs.png and docs/console-run.png
+(scripts/console_screenshots.sh).
+Touches: a temporary folder, loopback ports, child processes (the system and the browser, all cleaned up).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
+from selenium.webdriver import Chrome
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from qinglong.cli import admin, pki
+from qinglong.cli.api import UserApi, token_digest
+from qinglong.cli.demo import Demo
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+RETRIED = (NoSuchElementException, StaleElementReferenceException)  # a live page redraws what changed
+SCREENSHOTS = os.environ.get("QINGLONG_CONSOLE_SCREENSHOTS") == "1"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+TASKS: dict[str, dict[str, Any]] = {
+    "hello": {"argv": ["sh", "-c", "sleep 1; echo hello from the console"]},
+    "count": {"argv": ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.6; done"]},
+    "loud": {"argv": ["sh", "-c", "seq 1 100000"]},
+    "sleeper": {"argv": ["sleep", "120"]},
+    "unserved": {"argv": ["true"], "pool": "nobody"},
+}
+
+
+@dataclass
+class System:
+    demo: Demo
+    origin: str
+    ca: Path
+    spki: str  # base64 SHA-256 of the shell certificate's public key: the one certificate the browser accepts
+    project: str
+    tokens: dict[str, str]  # role → bearer token
+    tasks: dict[str, str]  # name → task id
+
+    def api(self, role: str = "operator") -> UserApi:
+        return UserApi(self.origin, self.tokens[role], self.ca)
+
+    def enqueue(self, task: str) -> str:
+        return str(self.api().enqueue(self.project, self.tasks[task])["runId"])
+
+    def status(self, run: str) -> str:
+        return str(self.api().show(self.project, run)["run"]["status"])
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[System]:
+    root = Path(tempfile.mkdtemp(prefix="qinglong-console-", dir="/tmp"))
+    root.chmod(0o755)
+    demo = Demo(root)
+    try:
+        demo.start_system()
+        dsn = demo.dsn
+        with psycopg.connect(dsn, autocommit=True) as conn:  # a long output keeps 2 KiB of head and 64 KiB of tail
+            conn.execute("update ql.settings set output_head_bytes = 2048, output_tail_bytes = 65536")
+        project = admin.call(dsn, "project_create_v1", ("console",))["projectId"]
+        tokens = {}
+        for name, kind, role in (("olga", "user", "operator"), ("vic", "user", "viewer"), ("bot", "agent", "operator")):
+            tokens[name if kind == "agent" else role] = token = os.urandom(24).hex()
+            subject = admin.call(dsn, "subject_create_v1", (kind, name, token_digest(token)))["subjectId"]
+            admin.call(dsn, "role_binding_set_v1", (project, subject, role, True))
+        tasks = {
+            name: admin.call(dsn, "task_create_v1", (project, name, plan))["taskId"] for name, plan in TASKS.items()
+        }
+        admin.call(dsn, "task_schedule_set_v1", (project, "hello", "0 3 * * *", "UTC", "skip"))  # never fires here
+        spare = pki.issue_worker(demo.certs, "5fa1e000-0000-4000-8000-00000000000a", name="spare")
+        admin.call(dsn, "worker_enroll_v1", ("5fa1e000-0000-4000-8000-00000000000a", "spare", "default",
+                                             spare.fingerprint))  # fmt: skip
+        cert = x509.load_pem_x509_certificate((demo.certs / "server.crt").read_bytes())
+        der = cert.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        digest = hashes.Hash(hashes.SHA256())
+        digest.update(der)
+        spki = base64.b64encode(digest.finalize()).decode()
+        yield System(demo, demo.api_origin, demo.certs / "ca.crt", spki, "console", tokens, tasks)
+    finally:
+        demo.stop_all()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser(system: System) -> Iterator[Chrome]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail("chromium and chromium-driver are not installed: run scripts/setup.sh")
+    profile = Path(tempfile.mkdtemp(prefix="qinglong-chromium-"))
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--lang=en-US",
+                f"--user-data-dir={profile}", f"--ignore-certificate-errors-spki-list={system.spki}",
+                "--window-size=1280,900", "--no-first-run", "--disable-background-networking"):  # fmt: skip
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    # The browser's zone is not UTC, so the page's local times differ from the UTC on hover.
+    service = Service(str(CHROMEDRIVER), env={**os.environ, "TZ": "Asia/Shanghai"})
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def browser_log(driver: Chrome, kind: str) -> list[dict[str, Any]]:
+    """The entries of one of the browser's logs since the last read (Selenium leaves get_log untyped)."""
+    entries: list[dict[str, Any]] = driver.get_log(kind)  # type: ignore[no-untyped-call]
+    return entries
+
+
+def wait(driver: WebDriver, what: str, check: Callable[[WebDriver], Any], within: float = 30) -> Any:
+    try:
+        return WebDriverWait(driver, within, poll_frequency=0.2, ignored_exceptions=RETRIED).until(check)
+    except TimeoutException:
+        raise AssertionError(
+            f"gave up waiting for {what}; the page says: {driver.find_element(By.TAG_NAME, 'main').text[:1500]}"
+        ) from None
+
+
+def text(driver: WebDriver, selector: str) -> str:
+    try:
+        return str(driver.find_element(By.CSS_SELECTOR, selector).text)
+    except NoSuchElementException:
+        return ""
+
+
+def shown(driver: WebDriver, selector: str) -> bool:
+    return len(driver.find_elements(By.CSS_SELECTOR, selector)) > 0
+
+
+def sign_in(driver: WebDriver, system: System, token: str, project: str = "console") -> None:
+    """A fresh tab state, then the sign-in form by keyboard only: project, Tab, token, Enter."""
+    driver.get(system.origin + "/console/")
+    driver.execute_script("sessionStorage.clear()")
+    driver.refresh()
+    field = wait(driver, "the sign-in form", lambda d: d.find_element(By.ID, "signin-project"))
+    field.send_keys(project)
+    driver.switch_to.active_element.send_keys(Keys.TAB)
+    driver.switch_to.active_element.send_keys(token, Keys.ENTER)
+
+
+def open_run(driver: WebDriver, system: System, run: str) -> None:
+    driver.get(f"{system.origin}/console/#/run/{run}")
+    wait(driver, "the Run page", lambda d: shown(d, "#run-status .status"))
+
+
+def run_status(driver: WebDriver) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, "#run-status .status").get_attribute("data-status"))
+
+
+def fetch(system: System, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    ctx = ssl.create_default_context(cafile=str(system.ca))
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx), NoRedirect)
+    request = urllib.request.Request(system.origin + path, method=method)  # noqa: S310 - https to the test's shell
+    try:
+        with opener.open(request, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_every_console_answer_carries_the_security_headers(system: System) -> None:
+    answers = {path: fetch(system, path) for path in ("/console/", "/console/console.js", "/console/console.css")}
+    types = {"/console/": "text/html", "/console/console.js": "text/javascript", "/console/console.css": "text/css"}
+    shipped = REPO / "shell" / "qinglong" / "shell" / "console"
+    for path, (status, headers, body) in answers.items():
+        assert status == 200, path
+        assert headers["Content-Type"] == f"{types[path]}; charset=utf-8"
+        assert body == (shipped / (path.removeprefix("/console/") or "index.html")).read_bytes()  # exact bytes
+    redirect, unknown, posted = (
+        fetch(system, "/console"),
+        fetch(system, "/console/nope.js"),
+        fetch(system, "/console/", "POST"),
+    )
+    assert redirect[0] == 308 and redirect[1]["Location"] == "/console/"
+    assert unknown[0] == 404 and json.loads(unknown[2])["code"] == "request.unknown_path"
+    assert posted[0] == 405 and json.loads(posted[2])["code"] == "request.method_not_allowed"
+    for status, headers, _ in (*answers.values(), redirect, unknown, posted):
+        assert headers["Content-Security-Policy"] == CSP, status
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Frame-Options"] == "DENY"
+        assert headers["Referrer-Policy"] == "no-referrer"
+        assert headers["Cache-Control"] == "no-store"
+        assert "Set-Cookie" not in headers
+    html = answers["/console/"][2].decode()
+    assert "<script>" not in html and "style=" not in html and "http" not in html.split("-->", 1)[1]
+
+
+def test_a_wrong_token_gets_a_page_that_says_so(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, "not-a-token-anyone-was-given")
+    wait(browser, "the refusal", lambda d: "not accepted" in text(d, "#problem"))
+    assert shown(browser, "#signin-token") and not browser.find_element(By.ID, "nav").is_displayed()
+    assert browser.execute_script("return sessionStorage.getItem('qinglong.token')") is None
+    sign_in(browser, system, system.tokens["operator"], project="no-such-project")
+    wait(browser, "the refusal", lambda d: "No such Project" in text(d, "#problem"))
+
+
+def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#enqueue-task"))
+    assert text(browser, "#who") == "olga (user, operator) in console"
+    assert "token" not in browser.current_url and browser.get_cookies() == []
+    browser.find_element(By.CSS_SELECTOR, f"#enqueue-task option[value='{system.tasks['hello']}']").click()
+    browser.find_element(By.ID, "enqueue-submit").click()
+    link = wait(browser, "the enqueue answer", lambda d: d.find_element(By.CSS_SELECTOR, "#enqueue-answer a"))
+    assert browser.find_element(By.CSS_SELECTOR, "#enqueue-answer .status").get_attribute("data-status") == "enqueued"
+    run = link.get_attribute("href").rsplit("/", 1)[1]
+    wait(browser, "the Run listed", lambda d: shown(d, f"#runs-table tr[data-run='{run}']"))
+    link.click()
+    wait(browser, "the Run to succeed", lambda d: shown(d, "#run-status .status") and run_status(d) == "succeeded")
+    wait(browser, "its output", lambda d: "hello from the console" in text(d, "#output"))
+    assert text(browser, "#run-task") == "hello" and not browser.find_element(By.ID, "cancel-button").is_displayed()
+    assert "null" not in text(browser, "main").splitlines()  # nothing absent is drawn as a word
+    events = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#timeline-table tbody tr")]
+    assert "run.queued user" in events[0] and "run.succeeded worker" in events[-1], events
+    assert "attempt.running worker" in "\n".join(events)
+    stamp = browser.find_element(By.CSS_SELECTOR, "#run-facts time")
+    utc = str(stamp.get_attribute("title"))
+    assert utc.endswith(" UTC") and stamp.text not in utc  # the browser's zone on the page, UTC on hover
+    if SCREENSHOTS:  # tall enough for the whole timeline
+        browser.set_window_size(1280, 1180)
+        browser.save_screenshot(str(REPO / "docs" / "console-run.png"))
+        browser.set_window_size(1280, 900)
+    browser.find_element(By.LINK_TEXT, "← all Runs").click()
+    wait(browser, "the Run succeeded in the list",
+         lambda d: d.find_element(By.CSS_SELECTOR, f"tr[data-run='{run}'] .status").get_attribute("data-status")
+         == "succeeded")  # fmt: skip
+
+
+def test_a_running_task_s_output_is_followed_live(system: System, browser: Chrome) -> None:
+    run = system.enqueue("count")
+    open_run(browser, system, run)
+    wait(browser, "line 2 while it runs", lambda d: "line 2" in text(d, "#output") and run_status(d) == "running")
+    assert "line 8" not in text(browser, "#output")
+    assert "following live" in text(browser, "#output-note")
+    wait(browser, "the end", lambda d: run_status(d) == "succeeded" and "line 8" in text(d, "#output"))
+    lines = text(browser, "#output").splitlines()
+    assert lines == [f"line {i}" for i in range(1, 9)], lines  # each line once, in order
+    assert "exit code 0" in text(browser, "#output-note")
+
+
+def test_a_long_output_shows_where_it_was_cut(system: System, browser: Chrome) -> None:
+    run = system.enqueue("loud")
+    open_run(browser, system, run)
+    wait(browser, "the end", lambda d: run_status(d) == "succeeded" and text(d, "#output").endswith("100000"), 60)
+    cut = browser.find_element(By.CSS_SELECTOR, "#output .cut")
+    assert int(str(cut.get_attribute("data-cut"))) > 0 and "bytes of stdout cut" in cut.text
+    assert text(browser, "#output").startswith("1\n2\n3\n")
+
+
+def test_an_operator_cancels_a_running_run(system: System, browser: Chrome) -> None:
+    run = system.enqueue("sleeper")
+    open_run(browser, system, run)
+    wait(browser, "it to run", lambda d: run_status(d) == "running")
+    browser.find_element(By.ID, "cancel-button").click()
+    wait(browser, "the answer", lambda d: shown(d, "#cancel-answer .status[data-status='accepted']"))
+    wait(browser, "it to end cancelled", lambda d: run_status(d) == "cancelled")
+    assert not browser.find_element(By.ID, "cancel-button").is_displayed()  # nothing left to cancel
+    assert "reason user" in text(browser, "#run-facts")
+
+
+def test_an_agent_s_cancel_is_answered_approval_required(system: System, browser: Chrome) -> None:
+    run = system.enqueue("unserved")  # queued for good: no Worker serves its pool
+    sign_in(browser, system, system.tokens["bot"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    open_run(browser, system, run)
+    browser.find_element(By.ID, "cancel-button").click()
+    wait(browser, "the answer", lambda d: shown(d, "#cancel-answer .status[data-status='approval_required']"))
+    assert system.status(run) == "queued" and system.api().show(system.project, run)["run"]["cancelReason"] is None
+
+
+def test_a_viewer_is_offered_neither_enqueue_nor_cancel(system: System, browser: Chrome) -> None:
+    run = system.enqueue("unserved")
+    sign_in(browser, system, system.tokens["viewer"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    assert text(browser, "#who") == "vic (user, viewer) in console"
+    assert not shown(browser, "#enqueue")
+    open_run(browser, system, run)
+    assert run_status(browser) == "queued" and not shown(browser, "#cancel-button")
+    browser.find_element(By.LINK_TEXT, "Tasks").click()
+    hello = wait(browser, "the Tasks page", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='hello']"))
+    assert not shown(browser, "#enqueue")
+    assert "0 3 * * * (UTC, overlap skip)" in hello.text and "sh -c sleep 1; echo hello" in hello.text
+    fire = hello.find_element(By.CSS_SELECTOR, "time")  # its next fire time, 03:00 UTC on hover
+    assert str(fire.get_attribute("title")).endswith(" 03:00:00.000 UTC"), fire.get_attribute("title")
+
+
+def test_the_workers_page_finds_the_offline_worker(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.find_element(By.LINK_TEXT, "Workers").send_keys(Keys.ENTER)  # by keyboard
+    row = wait(browser, "spare", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-worker='spare']"))
+    assert row.find_element(By.CSS_SELECTOR, ".status").text == "offline" and "never" in row.text
+    online = browser.find_element(By.CSS_SELECTOR, "tr[data-worker='demo-worker']")
+    assert online.find_element(By.CSS_SELECTOR, ".status").text == "online"
+    assert browser.find_element(By.CSS_SELECTOR, "nav a[aria-current='page']").text == "Workers"
+
+
+def test_the_runs_page_is_readable_at_360_px(system: System, browser: Chrome) -> None:
+    browser.get(system.origin + "/console/#/runs")
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table tbody tr"))
+    if SCREENSHOTS:
+        browser.save_screenshot(str(REPO / "docs" / "console-runs.png"))
+    browser.set_window_size(360, 800)
+    try:
+        width = browser.execute_script("return document.documentElement.scrollWidth")
+        viewport = browser.execute_script("return window.innerWidth")
+        assert width <= viewport, (width, viewport)  # wide tables scroll inside their own box, not the page
+        browser.find_element(By.ID, "filter-status").send_keys("succeeded", Keys.ENTER)
+        wait(browser, "the filter", lambda d: {e.get_attribute("data-status") for e in
+             d.find_elements(By.CSS_SELECTOR, "#runs-table .status")} == {"succeeded"})  # fmt: skip
+    finally:
+        browser.set_window_size(1280, 900)
+
+
+def test_no_request_left_the_origin_and_no_policy_was_violated(system: System, browser: Chrome) -> None:
+    sent = []  # (the document that asked, the URL it asked for); chrome:// pages are the browser's own
+    for entry in browser_log(browser, "performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            sent.append((message["params"].get("documentURL", ""), message["params"]["request"]["url"]))
+    # data: URLs fetch nothing (Chromium's own form controls draw their icons from them)
+    console = [
+        url for document, url in sent if document.startswith(system.origin + "/") and not url.startswith("data:")
+    ]
+    network = [url for _, url in sent if url.split(":", 1)[0] in ("http", "https", "ws", "wss")]
+    assert any("/api/v3/projects/console/" in url for url in console)
+    assert all(url.startswith(system.origin + "/") for url in console + network), sorted(set(console + network))
+    problems = [e["message"] for e in browser_log(browser, "browser") if "Content Security Policy" in e["message"]]
+    assert problems == []
+
+
+def test_a_shell_that_went_away_gets_a_page_that_says_so(system: System, browser: Chrome) -> None:
+    browser.get(system.origin + "/console/#/runs")
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    shell = system.demo.procs["shell"]
+    shell.terminate()
+    shell.wait(30)
+    browser.find_element(By.LINK_TEXT, "Tasks").click()
+    wait(browser, "the unreachable page", lambda d: "unreachable" in text(d, "h1"))
+    assert "Nothing was changed" in text(browser, "main") and shown(browser, "#retry")
