@@ -388,7 +388,10 @@ def examples() -> dict[type[Message], Message]:
                     timeout_ms=600_000,
                     max_attempts=3,
                     schedule=TaskSchedule(
-                        cron="30 2 * * *", timezone="Europe/Berlin", overlap="skip", next_fire_at_ms=T0 + 5_400_000
+                        cron="30 2 * * *",
+                        timezone="Europe/Berlin",
+                        overlap="skip",
+                        next_fires_ms=(T0 + 5_400_000, T0 + 91_800_000, T0 + 178_200_000),
                     ),
                 ),
             ),

@@ -3,7 +3,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(14);
+select plan(16);
 
 create function pg_temp.ostate() returns text language sql
 return concat_ws(E'\n', pg_temp.pstate(),
@@ -43,8 +43,13 @@ select is(jsonb_path_query_array(:'listed'::jsonb, '$.tasks[*].name'), '["backup
 select is((:'listed'::jsonb -> 'tasks' -> 1) - 'revisionId', jsonb_build_object('taskId', :'build'::uuid, 'name', 'build', 'status', 'active',
   'argv', '["make"]'::jsonb, 'pool', 'gpu', 'timeoutMs', 5000, 'maxAttempts', 2, 'schedule', null),
   'a task answers its current plan''s summary and no schedule');
-select is((:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule') - 'nextFireAtMs',
+select is((:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule') - 'nextFiresMs',
   '{"cron": "0 3 * * *", "timezone": "UTC", "overlap": "skip"}', 'a scheduled task answers its schedule');
+select is(:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule' -> 'nextFiresMs',
+  (select to_jsonb(array[s.next_fire_at_ms, s.next_fire_at_ms + 86400000, s.next_fire_at_ms + 2 * 86400000])
+     from ql.task_schedules s join ql.tasks t on t.id = s.task_id where t.project_id = :'mine' and t.name = 'backup'),
+  '… and its next three fire times: the stored cursor, then a day apart for 0 3 * * * in UTC');
+select is(ql.schedule_fires_ahead('0 3 * * *', 'UTC', null, 3), '{}'::bigint[], 'no first fire time: none ahead');
 select is(ql_api.task_list_v1(upper(:'mine')), :'listed'::jsonb, 'the Project named by its id answers the same');
 select is(pg_temp.ostate(), :'before', 'refusals and listings change nothing');
 

@@ -21,12 +21,12 @@ NAME: Final = Str(128, min_len=1, pattern=NAME_PATTERN)
 
 
 class TaskSchedule(Record):
-    """A task's schedule: a 5-field cron expression in an IANA time zone, its overlap policy, its next fire."""
+    """A task's schedule: a 5-field cron expression in an IANA time zone, its overlap policy, its next three fires."""
 
     cron: str = wire(Str(200, min_len=9))
     timezone: str = wire(Str(64, min_len=1))
     overlap: Literal["skip", "allow"] = wire(Enum(("skip", "allow")))
-    next_fire_at_ms: int | None = wire(TIME_MS, nullable=True)
+    next_fires_ms: tuple[int, ...] = wire(List(TIME_MS, max_items=3))  # the next fire times, soonest first
 
 
 class TaskSummary(Record):

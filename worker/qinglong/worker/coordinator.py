@@ -175,7 +175,7 @@ class WorkerRemoteExecutionControlCoordinator:
             record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
             inbox = Inbox.from_data(record.data)
         if not await self._drain(inbox, handle, session):
-            return record, False  # no answer: the next tick drains on and completes
+            return record, False  # no answer, or half the Lease left spent: renew, the next tick drains on
         try:
             done = await self._client.complete(
                 session,
@@ -279,12 +279,20 @@ class WorkerRemoteExecutionControlCoordinator:
         (the next tick goes on). A refusal or a 5xx the shell answered ends the drain: output never holds
         the Run's end hostage (a control plane without the output route, or failing on it, still gets the
         completion, which decides; if the completion fails too, the next tick drains again from where the
-        database is)."""
+        database is). Nor does it starve the Lease: each append is bounded by a quarter of the local Lease
+        left, and once half of what was left when the drain began is spent it stops (False) so that this
+        reconcile renews; the next tick drains on."""
+        started = inbox.lease_left_s()
         for stream in STREAMS:
             size = self._executor.output_size(handle, stream)
             try:
-                while await self._append(inbox, handle, session, stream, size, None):
-                    pass
+                while True:
+                    left = inbox.lease_left_s()
+                    if started is not None and started > 0 and (left is None or left < started / 2):
+                        return False  # (a Lease already expired locally: the completion still goes, it decides)
+                    timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
+                    if not await self._append(inbox, handle, session, stream, size, timeout_s):
+                        break
             except Unauthenticated:
                 return False
             except TransportError as failed:

@@ -454,14 +454,15 @@ async function tasksPage(current) {
   show("Tasks",
     el("p", { class: "muted", text: "Each task's current revision. The last Runs are among the Project's newest 100." }),
     enqueueForm(tasks, () => {}),
-    table("tasks-table", ["Task", "Status", "Revision", "Plan", "Schedule", "Next fire", "Last Runs"],
+    table("tasks-table", ["Task", "Status", "Revision", "Plan", "Schedule", "Next fires", "Last Runs"],
       tasks.map((t) => el("tr", { "data-task": t.name },
         el("td", { text: t.name }), el("td", {}, badge(t.status)),
         el("td", { class: "mono", text: t.revisionId ? short(t.revisionId) : "—" }),
         el("td", { class: "mono", text: plan(t) }),
         el("td", { text: t.schedule ? `${t.schedule.cron} (${t.schedule.timezone}, overlap ${t.schedule.overlap})`
           : "none" }),
-        el("td", { class: "nowrap" }, t.schedule ? when(t.schedule.nextFireAtMs) : "—"),
+        el("td", { class: "nowrap" }, t.schedule && t.schedule.nextFiresMs.length
+          ? t.schedule.nextFiresMs.map((ms) => el("div", {}, when(ms))) : "—"),
         el("td", {}, (byTask.get(t.taskId) || []).map((r) => el("div", {},
           el("a", { href: `#/run/${r.runId}`, class: "mono", text: short(r.runId) }), " ", badge(r.status)))))),
       "This Project has no task yet."));

@@ -6,10 +6,10 @@ set local role ql_owner;
 
 -- ql_api.task_list_v1: the tasks of one Project (named by its id or its unique name), by name, each with a
 -- status (active | disabled), a summary of its current revision's plan (argv, pool, timeoutMs, maxAttempts) and
--- its schedule if any.
+-- its schedule if any, with its next three fire times (ql.schedule_fires_ahead).
 -- Another Project's tasks never appear. Reads only. Operators call it as a DBA; the user API (`run.read`) calls it with the admitted id.
 -- Returns {"status":"listed","projectId","project","tasks":[{"taskId","name","status","revisionId","argv","pool",
---          "timeoutMs","maxAttempts","schedule":{"cron","timezone","overlap","nextFireAtMs"}|null}…]}
+--          "timeoutMs","maxAttempts","schedule":{"cron","timezone","overlap","nextFiresMs":[ms…≤3]}|null}…]}
 --   | {"status":"invalid","reason":"project_id"} (null or empty) | {"status":"not_found","reason":"project"}.
 -- signature: ql_api.task_list_v1(text)
 -- grant execute: ql_runtime
@@ -37,7 +37,8 @@ begin
               'argv', r.plan_json -> 'argv', 'pool', coalesce(r.plan_json ->> 'pool', 'default'),
               'timeoutMs', r.plan_json -> 'timeoutMs', 'maxAttempts', r.plan_json -> 'maxAttempts',
               'schedule', case when sc.task_id is not null then jsonb_build_object(
-                'cron', sc.cron, 'timezone', sc.timezone, 'overlap', sc.overlap, 'nextFireAtMs', sc.next_fire_at_ms)
+                'cron', sc.cron, 'timezone', sc.timezone, 'overlap', sc.overlap,
+                'nextFiresMs', to_jsonb(ql.schedule_fires_ahead(sc.cron, sc.timezone, sc.next_fire_at_ms, 3)))
               end) order by t.name), '[]'::jsonb)
        from ql.tasks t
        left join ql.task_execution_revisions r on r.id = t.current_revision_id
