@@ -693,9 +693,11 @@ def ql3w_section(heartbeat: Message) -> list[str]:
     body = heartbeat.to_json()
     ts = T0 // 1000
     key = b64url_decode(SESSION_KEY)
+    kid = ql3w.key_id(b"an example cluster secret of 32+ bytes")
     header = ql3w.authorization(
-        key, worker_id=WORKER, session_id=SESSION, generation=1, method="POST", path=path, body=body, now=ts
-    )
+        key, worker_id=WORKER, session_id=SESSION, generation=1, method="POST", path=path, body=body, now=ts,
+        key_id=kid,
+    )  # fmt: skip
     canonical = ql3w.canonical_request("POST", path, body, ts).decode()
     ql3w.parse(header)  # the shell's parser accepts the header
     return [
@@ -704,7 +706,8 @@ def ql3w_section(heartbeat: Message) -> list[str]:
         "A session is opened with the client certificate alone. Every later Worker request carries:",
         "",
         "```",
-        "Authorization: ql3w worker=<uuid>, session=<uuid>, gen=<int>, ts=<unix seconds>, sig=<base64url>",
+        "Authorization: ql3w worker=<uuid>, session=<uuid>, gen=<int>, kid=<key id>, ts=<unix seconds>,"
+        " sig=<base64url>",
         'sig         = HMAC-SHA256(session_key, "ql3w\\n" + METHOD + "\\n" + path + "\\n"'
         ' + sha256hex(body) + "\\n" + ts)',
         'session_key = HMAC-SHA256(cluster_secret, "ql3w-session\\n" + session + "\\n" + worker + "\\n" + gen)',
@@ -720,6 +723,12 @@ def ql3w_section(heartbeat: Message) -> list[str]:
         "- The Worker receives `sessionKey` (base64url) in the session-open answer and signs with its 32",
         "  decoded bytes. The shell derives the key from the cluster secret, so any shell replica verifies",
         "  a request without shared state, and the database never holds the key.",
+        f"- `kid` is the 12-character key id the session-open answer carries in its `{ql3w.KEY_ID_HEADER}` header:",
+        "  it names the cluster secret the session key was derived from (a shell holds the current secret and,",
+        "  during a rotation, one more it accepts). A header without `kid` names the shell's current secret",
+        "  (what a Worker sends when the shell named none). A `kid` the shell does not hold is `auth.bad_signature`.",
+        f"- An answer to a request verified under the accepted, not current, secret carries `{ql3w.REKEY_HEADER}: 1`:",
+        "  the Worker opens a new session (which replaces this one; its Attempts are not fenced) before its next call.",
         "",
         "Test vector (fake key, the heartbeat example below):",
         "",

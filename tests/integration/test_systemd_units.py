@@ -155,7 +155,8 @@ def console_script(unit: str) -> str:
 
 def make_root(folder: Path, units: Mapping[str, str]) -> Path:
     """A root for `systemd-analyze --root`: the host's unit library, `units` (name → text) in
-    etc/systemd/system, and this environment's console script at each unit's ExecStart path."""
+    etc/systemd/system, this environment's console script at each unit's ExecStart path, and the host's
+    binary at any other Exec…= path (ExecReload's kill)."""
     shutil.copytree(HOST_UNITS, folder / HOST_UNITS.relative_to("/"), symlinks=True)
     (folder / "etc/systemd/system").mkdir(parents=True)
     scripts = Path(sysconfig.get_path("scripts"))
@@ -167,6 +168,10 @@ def make_root(folder: Path, units: Mapping[str, str]) -> Path:
         target = folder / binary.relative_to("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(scripts / binary.name, target)
+        for other in re.findall(r"^Exec(?!Start=)\w+=(\S+)", text, re.MULTILINE):
+            target = folder / Path(other).relative_to("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(other).resolve(), target)
     return folder
 
 

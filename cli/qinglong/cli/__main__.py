@@ -226,29 +226,69 @@ def cmd_pki_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_worker_enroll(args: argparse.Namespace) -> int:
+def _issue_and_record(
+    args: argparse.Namespace, worker_id: Callable[[Any], str], record: Callable[[Any, str, Any], dict[str, Any]]
+) -> tuple[dict[str, Any], Any]:
+    """Issue a Worker certificate into pending files and record it in one operator transaction; only once it has
+    committed do the files become worker-<id>.crt/.key (each replaced by one rename). A refusal removes the
+    pending files and leaves the installed ones untouched."""
     from qinglong.cli import pki
 
     if not (args.pki / "ca.key").is_file():
         raise Failure(f"no CA in {args.pki}: run `qinglong pki init` first")
-    worker_id = args.id or str(uuid.uuid4())
-    pending = pki.issue_worker(args.pki, worker_id, name=f"worker-{worker_id}.pending")
+    pending: list[pki.Issued] = []
+
+    def body(tx: Any) -> dict[str, Any]:
+        wid = worker_id(tx)
+        pending.append(pki.issue_worker(args.pki, wid, name=f"worker-{wid}.pending"))
+        return {**record(tx, wid, pending[0]), "workerId": wid}
+
     try:
-        result = _admin(args, "worker_enroll_v1", worker_id, args.name, args.pool, pending.fingerprint)
+        result = _admin_transaction(args, body)
     except Failure:
-        pending.certificate.unlink(missing_ok=True)
-        pending.key.unlink(missing_ok=True)
-        raise  # the enrolled certificate (if any) stays untouched
+        for issued in pending:
+            issued.certificate.unlink(missing_ok=True)
+            issued.key.unlink(missing_ok=True)
+        raise
+    new = pending[0]
+    wid = result["workerId"]
     issued = pki.Issued(
-        pending.certificate.rename(args.pki / f"worker-{worker_id}.crt"),
-        pending.key.rename(args.pki / f"worker-{worker_id}.key"),
-        pending.fingerprint,
+        new.certificate.rename(args.pki / f"worker-{wid}.crt"),
+        new.key.rename(args.pki / f"worker-{wid}.key"),
+        new.fingerprint,
+        new.not_after_ms,
     )
+    return result, issued
+
+
+def cmd_worker_enroll(args: argparse.Namespace) -> int:
+    def record(tx: Any, wid: str, issued: Any) -> dict[str, Any]:
+        result: dict[str, Any] = tx.call("worker_enroll_v1", wid, args.name, args.pool, issued.fingerprint)
+        tx.call("worker_certificate_renew_v1", wid, issued.fingerprint, issued.not_after_ms)  # records its expiry
+        return result
+
+    worker_id = args.id or str(uuid.uuid4())
+    result, issued = _issue_and_record(args, lambda tx: worker_id, record)
     answer = {**result, "certificate": str(issued.certificate), "key": str(issued.key)}
     sentence = (
         f"{result['status']} worker {worker_id} generation {result['generation']}: {issued.certificate}, {issued.key}"
     )
     return _created(args, worker_id, answer, sentence)
+
+
+def cmd_worker_renew(args: argparse.Namespace) -> int:
+    result, issued = _issue_and_record(
+        args,
+        lambda tx: catalogue.worker_id(tx, args.worker),
+        lambda tx, wid, new: tx.call("worker_certificate_renew_v1", wid, new.fingerprint, new.not_after_ms),
+    )
+    expires = dt.datetime.fromtimestamp(issued.not_after_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    answer = {**result, "certificate": str(issued.certificate), "key": str(issued.key)}
+    sentence = (
+        f"renewed worker {result['workerId']} generation {result['generation']}, expires {expires}: "
+        f"{issued.certificate}, {issued.key} (install both on the Worker; no restart)"
+    )
+    return _created(args, result["workerId"], answer, sentence)
 
 
 def cmd_project_create(args: argparse.Namespace) -> int:
@@ -529,6 +569,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--id", type=_uuid, help="re-enrol this Worker id (bumps its generation)")
     creating(p)
     p.set_defaults(handler=cmd_worker_enroll)
+    p = worker.add_parser(
+        "renew", help="issue a new client certificate for a Worker, same generation (its tasks go on; no restart)"
+    )
+    dsn(p)
+    p.add_argument("--pki", type=Path, required=True, help="the folder of `qinglong pki init`")
+    p.add_argument("worker", metavar="NAME|ID", help="the Worker, by name or id")
+    creating(p)
+    p.set_defaults(handler=cmd_worker_renew)
     p = worker.add_parser("run", help="run a Worker until SIGTERM")
     p.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.worker.run)")
     p.set_defaults(handler=cmd_worker_run)

@@ -68,6 +68,11 @@ def project_id(tx: Any, wanted: str) -> str:
     return str(_one(tx.call("project_list_v1")["projects"], "name", wanted, "project", "projectId")["projectId"])
 
 
+def worker_id(tx: Any, wanted: str) -> str:
+    """The id of the Worker named `wanted` (or whose id it is), inside the caller's transaction."""
+    return str(_one(tx.call("worker_list_v1")["workers"], "name", wanted, "worker", "workerId")["workerId"])
+
+
 # -- handlers -----------------------------------------------------------------------------------------
 
 
@@ -76,10 +81,10 @@ def _worker_list(run: Runner) -> Callable[[argparse.Namespace], int]:
         listed = run(args, lambda tx: tx.call("worker_list_v1"))
         rows = [
             (w["workerId"], w["name"], w["pool"], w["generation"], w["status"], w["online"], w["activeAttempts"],
-             _when(w["lastContactAtMs"]))
+             _when(w["lastContactAtMs"]), _when(w["certNotAfterMs"]))
             for w in listed["workers"]
         ]  # fmt: skip
-        heads = ("ID", "NAME", "POOL", "GENERATION", "STATUS", "ONLINE", "ATTEMPTS", "LAST CONTACT")
+        heads = ("ID", "NAME", "POOL", "GENERATION", "STATUS", "ONLINE", "ATTEMPTS", "LAST CONTACT", "CERT EXPIRES")
         return _emit(args, {"workers": listed["workers"]}, table(heads, rows))
 
     return handler
@@ -229,8 +234,8 @@ def add_commands(
         p.set_defaults(handler=handler)
         return p
 
-    command(worker, "list", "every Worker: pool, generation, online (a live unexpired session), Attempts, last contact",
-            _worker_list(run))  # fmt: skip
+    text = "every Worker: pool, generation, online (a live session), Attempts, last contact, certificate expiry"
+    command(worker, "list", text, _worker_list(run))
     for name, active, text in (
         ("disable", False, "disable a Worker: its session closes (fenced at once), no new session opens"),
         ("enable", True, "enable a disabled Worker"),

@@ -26,6 +26,7 @@ class Issued:
     certificate: Path
     key: Path
     fingerprint: bytes  # SHA-256 of the certificate's DER: what ql.workers.cert_fingerprint holds
+    not_after_ms: int  # when it expires (ms since the epoch): what ql.workers.cert_not_after_ms holds
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
@@ -43,12 +44,19 @@ def _save(folder: Path, name: str, cert: x509.Certificate, key: ec.EllipticCurve
     _write(folder / f"{name}.key", key_pem, 0o600)
     _write(folder / f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
     der = cert.public_bytes(serialization.Encoding.DER)
-    return Issued(folder / f"{name}.crt", folder / f"{name}.key", hashlib.sha256(der).digest())
+    not_after_ms = int(cert.not_valid_after_utc.timestamp() * 1000)
+    return Issued(folder / f"{name}.crt", folder / f"{name}.key", hashlib.sha256(der).digest(), not_after_ms)
 
 
 def _builder(
-    subject: str, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: dt.timedelta
+    subject: str,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    days: dt.timedelta,
+    issuer_key: ec.EllipticCurvePublicKey,
 ) -> x509.CertificateBuilder:
+    """Key identifiers on every certificate: while a CA is rotated, the old and the new one are trusted side by
+    side, and a verifier picks a certificate's issuer by them (besides the CA's own name)."""
     now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
@@ -58,6 +66,8 @@ def _builder(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + days)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key), critical=False)
     )
 
 
@@ -70,11 +80,13 @@ def _load(folder: Path, name: str) -> tuple[x509.Certificate, ec.EllipticCurvePr
 
 
 def init_ca(folder: Path, name: str = "ca") -> Issued:
-    """A self-signed CA (pathlen 0) in folder/ca.crt and folder/ca.key."""
+    """A self-signed CA (pathlen 0) in folder/ca.crt and folder/ca.key, named by the day it was made and a
+    random suffix, so that two CAs trusted side by side during a rotation never share a name."""
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Qinglong deployment CA")])
+    common_name = f"Qinglong deployment CA {dt.datetime.now(dt.UTC):%Y-%m-%d} {os.urandom(4).hex()}"
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
-        _builder("Qinglong deployment CA", subject, key, dt.timedelta(days=3650))
+        _builder(common_name, subject, key, dt.timedelta(days=3650), key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .sign(key, hashes.SHA256())
@@ -93,7 +105,7 @@ def issue_server(folder: Path, hosts: list[str], *, ca: str = "ca", name: str = 
         except ValueError:
             sans.append(x509.DNSName(host))
     cert = (
-        _builder(hosts[0], ca_cert.subject, key, VALIDITY)
+        _builder(hosts[0], ca_cert.subject, key, VALIDITY, ca_key.public_key())
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -107,7 +119,7 @@ def issue_worker(folder: Path, worker_id: str, *, ca: str = "ca", name: str | No
     ca_cert, ca_key = _load(folder, ca)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
-        _builder(f"qinglong worker {worker_id}", ca_cert.subject, key, VALIDITY)
+        _builder(f"qinglong worker {worker_id}", ca_cert.subject, key, VALIDITY, ca_key.public_key())
         .add_extension(
             x509.SubjectAlternativeName([x509.UniformResourceIdentifier(f"urn:qinglong:worker:{worker_id}")]),
             critical=False,

@@ -3,7 +3,7 @@
 -- Project's tasks uses (its current revision's plan pool, 'default' when the plan names none), and of each only
 -- its name, pool, generation, status, online, last contact and the number of THIS Project's Attempts it holds
 -- (claimed, starting, running) — never its id, certificate fingerprint, sessions or other Projects' work.
--- online and lastContactAtMs are computed as ql_api.worker_list_v1 computes them. Reads only.
+-- online and lastContactAtMs: ql.worker_presence, as in ql_api.worker_list_v1. Reads only.
 -- Returns {"status":"listed","workers":[{"name","pool","generation","status","online","lastContactAtMs",
 --          "activeAttempts"}…]} (by name, then id) | {"status":"invalid","reason":"project_id"}.
 -- signature: ql_api.project_workers_v1(uuid)
@@ -18,17 +18,14 @@ as $$
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   return (
-    select jsonb_build_object('status', 'listed', 'workers', coalesce(jsonb_agg(jsonb_build_object(
-             'name', w.name, 'pool', w.pool, 'generation', w.generation, 'status', w.status,
-             'online', exists (select 1 from ql.worker_sessions s where s.worker_id = w.id and s.status = 'live'
-                                 and s.expires_at_ms > ql.now_ms()),
-             'lastContactAtMs', (select max(s.expires_at_ms) - st.session_ttl_ms from ql.worker_sessions s
-                                  where s.worker_id = w.id),
-             'activeAttempts', (select count(*) from ql.run_attempts a join ql.runs r on r.id = a.run_id
-                                 where a.worker_id = w.id and r.project_id = p_project_id
-                                   and a.status in ('claimed', 'starting', 'running')))
+    select jsonb_build_object('status', 'listed', 'workers', coalesce(jsonb_agg(
+             ql.worker_presence(w.id) || jsonb_build_object(
+               'name', w.name, 'pool', w.pool, 'generation', w.generation, 'status', w.status,
+               'activeAttempts', (select count(*) from ql.run_attempts a join ql.runs r on r.id = a.run_id
+                                   where a.worker_id = w.id and r.project_id = p_project_id
+                                     and a.status in ('claimed', 'starting', 'running')))
            order by w.name, w.id), '[]'::jsonb))
-      from ql.workers w cross join ql.settings st
+      from ql.workers w
      where w.pool in (select coalesce(r.plan_json ->> 'pool', 'default')
                         from ql.tasks t join ql.task_execution_revisions r on r.id = t.current_revision_id
                        where t.project_id = p_project_id));

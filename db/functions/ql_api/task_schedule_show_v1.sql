@@ -1,5 +1,5 @@
 -- ql_api.task_schedule_show_v1: a task's schedule, its next p_count fire times as the scheduler will handle them
--- (the stored next_fire_at_ms, then each ql.cron_next after it), and its last p_count handled fire times
+-- (ql.schedule_fires_ahead: the stored next_fire_at_ms, then each ql.cron_next after it), and its last p_count handled fire times
 -- (ql.schedule_fires, newest first). Each fire time is given in ms and as an ISO 8601 local time with its
 -- UTC offset in the schedule's zone, both computed here. Reads only. Not granted to ql_runtime (operators).
 -- Returns {"status":"scheduled","taskId","cron","timezone","overlap",
@@ -17,9 +17,7 @@ as $$
 declare
   v_task uuid;
   v_schedule ql.task_schedules;
-  v_spec ql.cron_spec;
-  v_at timestamptz;
-  v_next jsonb := '[]'::jsonb;
+  v_next jsonb;
   v_last jsonb;
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
@@ -34,13 +32,12 @@ begin
     return jsonb_build_object('status', 'unscheduled', 'taskId', v_task);
   end if;
 
-  v_spec := (ql.cron_parse(v_schedule.cron)).spec;
-  v_at := pg_catalog.to_timestamp(v_schedule.next_fire_at_ms / 1000.0);
-  for i in 1..p_count loop
-    v_next := v_next || jsonb_build_object('atMs', (extract(epoch from v_at) * 1000)::bigint,
-                                           'local', ql.local_iso(v_at, v_schedule.timezone));
-    v_at := ql.cron_next(v_spec, v_schedule.timezone, v_at);
-  end loop;
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'atMs', f.at_ms, 'local', ql.local_iso(pg_catalog.to_timestamp(f.at_ms / 1000.0), v_schedule.timezone))
+           order by f.n), '[]')
+    into v_next
+    from pg_catalog.unnest(ql.schedule_fires_ahead(v_schedule.cron, v_schedule.timezone, v_schedule.next_fire_at_ms,
+                                                   p_count)) with ordinality f(at_ms, n);
   select coalesce(jsonb_agg(jsonb_build_object(
            'fireAtMs', f.fire_at_ms,
            'local', ql.local_iso(pg_catalog.to_timestamp(f.fire_at_ms / 1000.0), v_schedule.timezone),

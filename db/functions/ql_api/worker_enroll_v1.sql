@@ -1,6 +1,8 @@
 -- ql_api.worker_enroll_v1: enrol a Worker with its client certificate's SHA-256, or re-enrol it.
 -- Re-enrolment (a new certificate, a new pool) bumps the generation and closes the live session in the
--- same transaction, so everything the old generation holds is fenced at once.
+-- same transaction, so everything the old generation holds is fenced at once; it forgets the certificate a
+-- renewal replaced and the recorded expiry (ql/worker_certificates: the CLI records the new one with
+-- ql_api.worker_certificate_renew_v1 in the same transaction).
 -- Names are unique (ql/unique_names): a name another Worker holds is fenced name_taken and nothing changes,
 -- also when a concurrent enrolment or re-enrolment takes it first (the unique index waits for it, then refuses).
 -- Not granted to ql_runtime (operators call it as a DBA).
@@ -37,7 +39,7 @@ begin
   begin  -- first, so that a name another Worker holds (or takes meanwhile) leaves everything as it was
     update ql.workers w
        set generation = w.generation + 1, name = p_name, pool = p_pool, cert_fingerprint = p_cert_fingerprint,
-           status = 'active'
+           previous_cert_fingerprint = null, cert_not_after_ms = null, status = 'active'
      where w.id = p_worker_id
     returning * into v_worker;
   exception when unique_violation then

@@ -1,5 +1,6 @@
 -- ql_api.worker_session_open_v1: open a Worker's session, replacing its live one (qinglong/worker-session@v1).
--- The shell calls it after the mTLS handshake; the certificate fingerprint must be the enrolled one.
+-- The shell calls it after the mTLS handshake; the certificate fingerprint must be the Worker's current one or
+-- the one its last renewal replaced (ql_api.worker_certificate_renew_v1: the new files may not be installed yet).
 -- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE).
 -- Returns {"status":"opened","sessionId","workerGeneration","capacity","openedAtMs","expiresAtMs","replacedSessionId"}
 --   or {"status":"invalid"|"not_found"|"fenced","reason"}.
@@ -38,7 +39,8 @@ begin
   if not found then return ql.outcome('not_found', 'worker'); end if;
   if v_worker.status <> 'active' then return ql.outcome('fenced', 'worker_disabled'); end if;
   if v_worker.generation <> p_worker_generation then return ql.outcome('fenced', 'stale_generation'); end if;
-  if v_worker.cert_fingerprint <> p_cert_fingerprint then
+  if p_cert_fingerprint is distinct from v_worker.cert_fingerprint
+     and p_cert_fingerprint is distinct from v_worker.previous_cert_fingerprint then
     return ql.outcome('fenced', 'certificate_mismatch');
   end if;
 

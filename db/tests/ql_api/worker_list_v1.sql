@@ -36,11 +36,13 @@ select pg_temp.ostate() as before \gset
 select is(jsonb_path_query_array(ql_api.worker_list_v1(), '$.workers[*].name'), '["a-busy", "b-idle"]',
   'Workers are listed by name');
 select is(array(select jsonb_object_keys(pg_temp.row_of(:'idle')) order by 1),
-  array['activeAttempts', 'generation', 'lastContactAtMs', 'name', 'online', 'pool', 'status', 'workerId'],
-  'each Worker answers exactly its id, name, pool, generation, status, online, lastContactAtMs, activeAttempts');
+  array['activeAttempts', 'certNotAfterMs', 'generation', 'lastContactAtMs', 'name', 'online', 'pool', 'status',
+        'workerId'],
+  'each Worker answers exactly its id, name, pool, generation, status, online, lastContactAtMs, activeAttempts, '
+  'certNotAfterMs');
 select is(pg_temp.row_of(:'idle') - 'workerId', '{"name": "b-idle", "pool": "default", "generation": 1,
-  "status": "active", "online": false, "lastContactAtMs": null, "activeAttempts": 0}',
-  'a Worker that never opened a session is offline, never contacted, with no active Attempt');
+  "status": "active", "online": false, "lastContactAtMs": null, "activeAttempts": 0, "certNotAfterMs": null}',
+  'a Worker that never opened a session is offline, never contacted, with no active Attempt, no recorded expiry');
 select is((pg_temp.row_of(:'busy') ->> 'online')::boolean, true, 'a Worker with a live, unexpired session is online');
 select is((pg_temp.row_of(:'busy') ->> 'activeAttempts')::int, 1, 'its running Attempt is counted');
 select ok((pg_temp.row_of(:'busy') ->> 'lastContactAtMs')::bigint between :t0 and :t1,

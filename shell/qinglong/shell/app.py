@@ -25,17 +25,19 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from http import HTTPStatus
 from typing import Any, Final
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
-from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED
+from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED
 from qinglong.shell.routes import ROUTES, UUID_TEXT, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
@@ -51,7 +53,7 @@ HANDLER_ARGS: Final = {"auto_decompress": False}  # aiohttp's per-connection opt
 UNROUTED: Final = "unrouted"  # the route name (metric label, log field) of an answer no route gave
 CLOSING: Final = frozenset({"request.malformed", "request.header_too_large"})  # answered, then the connection closes
 DB: Final = web.AppKey("db", Database)
-SECRET: Final = web.AppKey("cluster_secret", bytes)
+SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
 OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database statuses outcome_code maps
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
@@ -197,10 +199,11 @@ async def _worker_identity(request: web.Request, route: Route, call: Call) -> by
     _require_json(request)
     raw = await _read_capped(request, cap)
     try:
-        ql3w.verify(request.app[SECRET], cred, request.method, request.path, raw, int(time.time()))
+        current = ql3w.verify(request.app[SECRET], cred, request.method, request.path, raw, int(time.time()))
     except WireError as exc:
         raise Refusal(exc.code, exc.message) from None
-    call.session_id, call.generation = cred.session_id, cred.generation
+    VERIFIED.labels("current" if current else "accepted").inc()
+    call.session_id, call.generation, call.rekey = cred.session_id, cred.generation, not current
     return raw
 
 
@@ -274,7 +277,7 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         request_id = uuid.uuid4().hex
         started = time.perf_counter()
-        call = Call(match=dict(request.match_info), body=None, cluster_secret=request.app[SECRET])
+        call = Call(match=dict(request.match_info), body=None, keyring=request.app.get(SECRET))
         try:
             _check_path_ids(request)
             if route.audience == "user":
@@ -292,6 +295,10 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                 call.minted_token = mint_token()
             result = await request.app[DB].call(route.function, route.bind(call), serializable=route.serializable)
             response = _respond(route, call, result)
+            if call.keyring is not None and route.audience == "worker-open":  # no await since the key was derived
+                response.headers[ql3w.KEY_ID_HEADER] = call.keyring.current_id
+            elif call.rekey:
+                response.headers[ql3w.REKEY_HEADER] = "1"
         except Refusal as refusal:
             response = refusal.response(request_id)
         except ClientGone:  # nobody to answer: no status is counted, and it is no internal error
@@ -333,12 +340,17 @@ def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator
     return ctx
 
 
-def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool = False) -> web.Application:
-    """The worker-ingress ("worker") or user-API ("user") application over one Database (the user API's also
-    serves /openapi.json and the web console's static files, qinglong.shell.console)."""
+def make_app(
+    audience: str, db: Database, keyring: ql3w.Keyring | None = None, *, own_db: bool = False
+) -> web.Application:
+    """The worker-ingress ("worker", which verifies with `keyring`) or user-API ("user") application over one
+    Database (the user API's also serves /openapi.json and the web console's static files, qinglong.shell.console)."""
     app = web.Application(client_max_size=2 * 1024 * 1024, middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app[DB] = db
-    app[SECRET] = cluster_secret
+    if audience == "worker":
+        if keyring is None:
+            raise ValueError("the worker-ingress app verifies with a keyring")
+        app[SECRET] = keyring
     for route in ROUTES:
         if route.audience.startswith(audience):
             app.router.add_route(route.method, route.path, _handler(route))
@@ -357,6 +369,40 @@ def make_app(audience: str, db: Database, cluster_secret: bytes, *, own_db: bool
     return app
 
 
+async def _certificate_expiry(db: Database) -> bytes:
+    """The Workers' certificate expiry, read from the database at each scrape (nothing when it does not answer:
+    /healthz says so). One series for all Workers: `qinglong worker list` names them. Metric families, not
+    Gauges: in a shell of several processes a Gauge would write its value to the shared folder of files."""
+    try:
+        found = await db.call("worker_certificate_expiry_v1", {})
+    except (StorageError, BadProjection):
+        return b""
+    families = []
+    if isinstance(earliest := found.get("earliestNotAfterMs"), int):
+        families.append(GaugeMetricFamily(
+            "qinglong_worker_certificates_earliest_expiry_timestamp_seconds",
+            "When the first of the active Workers' certificates expires (recorded by qinglong worker enroll/renew)",
+            value=earliest / 1000,
+        ))  # fmt: skip
+    if isinstance(unrecorded := found.get("unrecorded"), int):
+        families.append(GaugeMetricFamily(
+            "qinglong_worker_certificates_unrecorded",
+            "Active Workers whose certificate expiry was never recorded (enrolled before it was: renew them)",
+            value=unrecorded,
+        ))  # fmt: skip
+    registry = CollectorRegistry()
+    registry.register(_Families(families))
+    return generate_latest(registry)
+
+
+class _Families(Collector):
+    def __init__(self, families: list[GaugeMetricFamily]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        return self._families
+
+
 def make_admin_app(
     db: Database, *, registry: CollectorRegistry = REGISTRY, processes_up: Callable[[], bool] | None = None
 ) -> web.Application:
@@ -365,7 +411,8 @@ def make_admin_app(
     path or method is qinglong/error@v1 like the other listeners'."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = generate_latest(registry) + await _certificate_expiry(db)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(request: web.Request) -> web.Response:
         if processes_up is not None and not processes_up():

@@ -9,7 +9,8 @@ database DSN and the cluster secret. Touches the files it is pointed at (read on
     prepared_statements = true     # false behind a transaction pooler (pgbouncer pool_mode=transaction)
 
     [secret]
-    cluster_secret_file = "/etc/qinglong/cluster.secret"   # ≥ 32 bytes; mode 0600
+    cluster_secret_file = "/etc/qinglong/cluster.secret"   # ≥ 32 bytes; mode 0600; keys new sessions
+    accepted_secret_file = "/etc/qinglong/cluster.secret.old"   # optional: also verified (a rotation)
 
     [worker_listener]      # TLS 1.3, client certificate required
     host = "0.0.0.0"
@@ -41,6 +42,10 @@ missing one, a wrong type or a value out of range is one line naming it (the wir
 engine). Every listener has its own budget (docs/operations.md, "Connection budgets"); the admin
 listener is plain HTTP, so it takes no tls_handshake_timeout. `processes` > 1 needs fixed ports for the
 worker and user listeners (every process binds the same ones).
+
+SIGHUP makes a running shell read the file again (qinglong.shell.serve): the two secrets and the listeners'
+certificate, key and client CA files take effect for the next session and the next connection; any
+other change needs a restart.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class ShellConfig:
     admin: Listener
     prepared_statements: bool = True  # psycopg prepares what it ran 5 times on a connection (qinglong.shell.db)
     processes: int = 1  # > 1: a parent and that many children on the same ports (qinglong.shell.processes)
+    accepted_secret: bytes | None = None  # verified besides cluster_secret during a rotation (qinglong.wire.ql3w)
 
 
 PATH = Str(4096, min_len=1)  # a file, relative to the config file
@@ -134,6 +140,7 @@ class _Database(Record):
 
 class _Secret(Record):
     cluster_secret_file: str = wire(PATH, name="cluster_secret_file")
+    accepted_secret_file: str | None = wire(PATH, name="accepted_secret_file", optional=True, default=None)
 
 
 class _ShellFile(Record):
@@ -171,6 +178,18 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _secret(path: Path) -> bytes:
+    try:
+        secret = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the cluster secret {path}: {exc.strerror}") from None
+    if len(secret) < 32:
+        raise ConfigError(f"the cluster secret {path} must hold at least 32 bytes")
+    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"{path} must not be readable by group or others (chmod 600)")
+    return secret
+
+
 def load(path: Path) -> ShellConfig:
     try:
         given = _ShellFile.load_at(tomllib.loads(path.read_text()), path.name)
@@ -179,15 +198,12 @@ def load(path: Path) -> ShellConfig:
     except WireError as exc:
         raise ConfigError(exc.message) from None
     base = path.parent
-    secret_file = base / given.secret.cluster_secret_file
-    try:
-        secret = secret_file.read_bytes().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the cluster secret: {exc.strerror}") from None
-    if len(secret) < 32:
-        raise ConfigError("the cluster secret must hold at least 32 bytes")
-    if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigError(f"{secret_file} must not be readable by group or others (chmod 600)")
+    secret = _secret(base / given.secret.cluster_secret_file)
+    accepted = None
+    if given.secret.accepted_secret_file is not None:
+        accepted = _secret(base / given.secret.accepted_secret_file)
+        if accepted == secret:
+            raise ConfigError("[secret] accepted_secret_file holds the current cluster secret")
     admin = given.admin_listener or _Listener(host="127.0.0.1", port=9100)
     if not _loopback(admin.host):
         raise ConfigError("[admin_listener] must bind a loopback address (127.0.0.1, ::1 or localhost)")
@@ -199,6 +215,7 @@ def load(path: Path) -> ShellConfig:
         pool_size=given.database.pool_size or 4,
         prepared_statements=given.database.prepared_statements is not False,  # absent: true
         cluster_secret=secret,
+        accepted_secret=accepted,
         worker=_listener(given.worker_listener, base, "worker_listener", ("certificate", "key", "client_ca")),
         user=_listener(given.user_listener, base, "user_listener", ("certificate", "key")),
         admin=_listener(admin, base, "admin_listener", ()),

@@ -77,7 +77,7 @@ class BudgetedListener:
         self.open = 0  # accepted and not yet closed, TLS handshakes included
         self.loop = asyncio.get_running_loop()
         self._server = server
-        self._ssl = ssl_context
+        self.ssl_context = ssl_context  # what the next accepted connection gets (a SIGHUP reload replaces it)
         self._sockets: list[socket.socket] = []
         self._handshakes: set[asyncio.Task[None]] = set()
         # aiohttp's own keep-alive timer only backs ours up: it never fires first.
@@ -171,15 +171,15 @@ class BudgetedListener:
     async def _connect(self, sock: socket.socket, connection: _Connection) -> None:
         started = self.loop.time()
         try:
-            if self._ssl is None:
+            if self.ssl_context is None:
                 await self.loop.connect_accepted_socket(lambda: connection, sock)
             else:
                 timeout = self.budget.tls_handshake_timeout
                 await self.loop.connect_accepted_socket(
-                    lambda: connection, sock, ssl=self._ssl, ssl_handshake_timeout=timeout
+                    lambda: connection, sock, ssl=self.ssl_context, ssl_handshake_timeout=timeout
                 )
         except OSError:  # ssl.SSLError and TimeoutError are OSErrors; asyncio closed the socket
-            if self._ssl is not None and self.loop.time() - started >= self.budget.tls_handshake_timeout:
+            if self.ssl_context is not None and self.loop.time() - started >= self.budget.tls_handshake_timeout:
                 self.hit("tls_handshake_timeout")
             connection.release()
         except BaseException:  # cancelled by stop(), or a bug: the slot is given back either way

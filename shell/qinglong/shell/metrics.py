@@ -62,3 +62,10 @@ UNAUTHENTICATED: Final = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+VERIFIED: Final = Counter(
+    "qinglong_shell_ql3w_verified",
+    "Worker requests whose ql3w signature verified, by the secret that verified it: current, or accepted (a"
+    ' session keyed before a rotation, told to re-key; docs/operations.md, "Secret rotation")',
+    ["key"],
+    registry=REGISTRY,
+)

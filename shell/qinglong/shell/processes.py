@@ -9,6 +9,7 @@ mode: each process writes its values to files in PROMETHEUS_MULTIPROC_DIR, a fol
 /healthz answers 200 only while every child is listening and alive and the database answers (the parent's
 own pool of one connection).
 
+SIGHUP to the parent is sent on to every child, which reloads its secrets and TLS files (qinglong.shell.serve).
 SIGTERM or SIGINT to the parent: it sends SIGTERM to every child, each stops as one shell does (no more
 accepts, requests in flight finish, the pool closes), and the parent exits 0 once all have, within
 STOP_BUDGET_S (else it SIGKILLs the rest and exits 1). A child that exits by itself is not restarted: the
@@ -85,6 +86,7 @@ async def supervise(config: ShellConfig, config_path: Path) -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, _forward, children, signal.SIGHUP)
         loop.add_reader(ready_r, on_ready)
         argv = ["--config", str(config_path), "--parent", str(death_r), "--ready", str(ready_w)]
         for _ in range(config.processes):
@@ -110,6 +112,13 @@ async def supervise(config: ShellConfig, config_path: Path) -> int:
         await runner.cleanup()
         await db.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _forward(children: list[asyncio.subprocess.Process], sig: int) -> None:
+    """SIGHUP to the parent: every live child reloads (qinglong.shell.serve); the parent has nothing to reload."""
+    for child in children:
+        if child.returncode is None:
+            child.send_signal(sig)
 
 
 async def _run(children: list[asyncio.subprocess.Process], stop: asyncio.Event) -> int:
@@ -148,7 +157,7 @@ def _child(argv: list[str]) -> int:
     configure_logging()
     try:
         config = load(args.config)
-        asyncio.run(_serve_child(config, args.parent, args.ready))
+        asyncio.run(_serve_child(config, args.config, args.parent, args.ready))
     except ConfigError as exc:
         print(f"qinglong: {exc}", file=sys.stderr)
         return 2
@@ -158,9 +167,9 @@ def _child(argv: list[str]) -> int:
     return 0
 
 
-async def _serve_child(config: ShellConfig, parent: int, ready_fd: int) -> None:
+async def _serve_child(config: ShellConfig, config_path: Path, parent: int, ready_fd: int) -> None:
     ready = asyncio.Event()
-    serving = asyncio.ensure_future(serve(config, ready=ready, parent=parent))
+    serving = asyncio.ensure_future(serve(config, ready=ready, parent=parent, config_path=config_path))
     listening = asyncio.ensure_future(ready.wait())
     await asyncio.wait([serving, listening], return_when=asyncio.FIRST_COMPLETED)
     listening.cancel()

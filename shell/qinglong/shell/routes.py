@@ -81,10 +81,11 @@ class Call:
 
     match: Mapping[str, str]
     body: Message | None
-    cluster_secret: bytes
+    keyring: ql3w.Keyring | None  # the worker-ingress app's (None in the user API's)
     worker_id: str | None = None
     session_id: str | None = None
     generation: int | None = None
+    rekey: bool = False  # the request verified under an accepted secret, not the current one: re-key the session
     cert_fingerprint: bytes | None = None
     subject_id: str | None = None
     project_id: str | None = None  # the admitted Project's id (the path may name it)
@@ -197,7 +198,8 @@ def _activation_request(match: Mapping[str, str]) -> type[ActivationRequest | Ac
 
 def _session_key(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
     assert call.worker_id is not None
-    key = ql3w.session_key(call.cluster_secret, result["sessionId"], call.worker_id, result["workerGeneration"])
+    assert call.keyring is not None
+    key = ql3w.session_key(call.keyring.current, result["sessionId"], call.worker_id, result["workerGeneration"])
     return {"sessionKey": ql3w.b64url(key)}
 
 

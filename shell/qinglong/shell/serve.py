@@ -1,5 +1,7 @@
 """`qinglong shell serve --config FILE`: run the worker-ingress, user-API and admin listeners over one
 database pool until SIGTERM/SIGINT, each listener within its connection budget (qinglong.shell.listener).
+SIGHUP reloads what a rotation changes (the cluster secrets, certificates, keys and client CA bundles:
+docs/decisions/0012-credential-rotation.md) without dropping a connection.
 With `processes` > 1 in shell.toml, run that many such processes under one parent instead
 (qinglong.shell.processes). Touches the network (its three listeners), the process's RLIMIT_NOFILE and
 the database; with `processes` > 1 also what qinglong.shell.processes touches.
@@ -11,15 +13,19 @@ must be set before prometheus_client is first imported (it picks where metric va
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import ssl
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from qinglong.shell.config import Listener, ShellConfig, load
+from qinglong.shell.config import ConfigError, Listener, ShellConfig, load
+from qinglong.wire import ql3w
 from qinglong.wire.logline import configure as configure_logging
+from qinglong.wire.logline import emit
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -27,6 +33,8 @@ if TYPE_CHECKING:
     from qinglong.shell.listener import BudgetedListener
 
 MULTIPROC_DIR: Final = "PROMETHEUS_MULTIPROC_DIR"
+RESTART_ONLY: Final = ("dsn", "pool_size", "prepared_statements", "processes")  # besides listener addresses, budgets
+log = logging.getLogger("qinglong.shell")
 
 
 async def serve(
@@ -35,18 +43,18 @@ async def serve(
     ready: asyncio.Event | None = None,
     listeners: dict[str, BudgetedListener] | None = None,
     parent: int | None = None,
+    config_path: Path | None = None,
 ) -> None:
     """Serve until cancelled or signalled; every listener shares one pool. `listeners`, when given, is
     filled with the running listeners by name (worker, user, admin) before `ready` is set. `parent`: this
     is a child of a shell of several processes, and `parent` the read end of a pipe that only the parent
     holds open: serve the worker and user listeners only, bound with SO_REUSEPORT, and stop at the pipe's
-    EOF (the parent is gone) as at SIGTERM."""
+    EOF (the parent is gone) as at SIGTERM. `config_path`: the file SIGHUP reads again (reload)."""
     from aiohttp import web
 
     from qinglong.shell.app import make_admin_app, make_app
     from qinglong.shell.db import Database
     from qinglong.shell.listener import BudgetedListener, ensure_fd_limit
-    from qinglong.shell.tls import server_context
 
     ensure_fd_limit(config)
     db = Database.of(config)
@@ -54,28 +62,28 @@ async def serve(
     runners: list[web.AppRunner] = []
     running: list[BudgetedListener] = []
     loop = asyncio.get_running_loop()
+    keyring = ql3w.Keyring(config.cluster_secret, config.accepted_secret)
     try:
-        sites: list[tuple[str, web.Application, Listener, bool | None]] = [
-            ("worker", make_app("worker", db, config.cluster_secret), config.worker, True),
-            ("user", make_app("user", db, config.cluster_secret), config.user, False),
+        sites: list[tuple[str, web.Application, Listener]] = [
+            ("worker", make_app("worker", db, keyring), config.worker),
+            ("user", make_app("user", db), config.user),
         ]
         if parent is None:
-            sites.append(("admin", make_admin_app(db), config.admin, None))
-        for name, app, listener, mtls in sites:
-            ssl = None
-            if mtls is not None:
-                assert listener.certificate is not None and listener.key is not None
-                ssl = server_context(listener.certificate, listener.key, client_ca=listener.client_ca if mtls else None)
+            sites.append(("admin", make_admin_app(db), config.admin))
+        contexts = _contexts(config)
+        for name, app, listener in sites:
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             runners.append(runner)
             assert runner.server is not None
-            budgeted = BudgetedListener(name, runner.server, listener.budget, ssl)
+            budgeted = BudgetedListener(name, runner.server, listener.budget, contexts.get(name))
             running.append(budgeted)
             await budgeted.start(listener.host, listener.port, reuse_port=parent is not None)
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if config_path is not None:
+            loop.add_signal_handler(signal.SIGHUP, _reload, config, config_path, keyring, running)
         if parent is not None:
             loop.add_reader(parent, stop.set)  # readable only at EOF: the parent never writes
         if listeners is not None:
@@ -93,13 +101,56 @@ async def serve(
         await db.close()
 
 
+def _contexts(config: ShellConfig) -> dict[str, ssl.SSLContext]:
+    """The worker (mTLS) and user listeners' TLS contexts, from the files the configuration names."""
+    from qinglong.shell.tls import server_context
+
+    out = {}
+    for name, listener in (("worker", config.worker), ("user", config.user)):
+        assert listener.certificate is not None and listener.key is not None
+        client_ca = listener.client_ca if name == "worker" else None
+        out[name] = server_context(listener.certificate, listener.key, client_ca=client_ca)
+    return out
+
+
+def _reload(config: ShellConfig, path: Path, keyring: ql3w.Keyring, running: list[BudgetedListener]) -> None:
+    """SIGHUP: read the file again; all of the secrets and TLS files take effect, or none (logged why). New
+    sessions are keyed with the new current secret, new connections get the new contexts; connections
+    already open keep theirs. Anything else the file changes is logged and waits for a restart."""
+    try:
+        new = load(path)
+        contexts = _contexts(new)
+        keyring.load(new.cluster_secret, new.accepted_secret)
+    except (ConfigError, OSError, ssl.SSLError, ValueError) as exc:
+        emit(
+            log,
+            logging.ERROR,
+            "shell.reload_failed",
+            reason=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        return
+    for listener in running:
+        if listener.name in contexts:
+            listener.ssl_context = contexts[listener.name]
+    ignored = [f for f in RESTART_ONLY if getattr(new, f) != getattr(config, f)]
+    ignored += [
+        name for name in ("worker", "user", "admin") if _address(getattr(new, name)) != _address(getattr(config, name))
+    ]
+    emit(log, logging.WARNING if ignored else logging.INFO, "shell.reloaded", key_id=keyring.current_id,
+         accepted_key_id=keyring.accepted_id, restart_needed_for=",".join(ignored) or None)  # fmt: skip
+
+
+def _address(listener: Listener) -> tuple[object, ...]:
+    return (listener.host, listener.port, listener.budget)
+
+
 def main(config_path: Path) -> int:
     """Serve as shell.toml says; the exit code (0 after SIGTERM/SIGINT). ConfigError or OSError (a listener
     cannot bind) when the shell cannot start."""
     configure_logging()
     config = load(config_path)
     if config.processes == 1:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, config_path=config_path))
         return 0
     if "prometheus_client" in sys.modules:
         raise RuntimeError("prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set")

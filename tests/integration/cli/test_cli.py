@@ -65,6 +65,7 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("pki", "init"),
     ("worker",),
     ("worker", "enroll"),
+    ("worker", "renew"),
     ("worker", "run"),
     ("worker", "list"),
     ("worker", "disable"),
@@ -480,6 +481,52 @@ def test_a_refused_re_enrolment_keeps_the_enrolled_certificate(database: Databas
     enrolled_fingerprint = rows(dsn, "select cert_fingerprint from ql.workers where id = %s", (worker,))
     assert enrolled_fingerprint == [(der_sha256(cert_path),)], "the certificate on disk is no longer the enrolled one"
     assert cert_path.read_bytes() == enrolled_cert
+
+
+@db
+def test_worker_renew_issues_a_certificate_at_the_same_generation_and_keeps_the_old_one_accepted(
+    database: Database, tmp_path: Path
+) -> None:
+    dsn = database.dsn()
+    folder = tmp_path / "pki"
+    pki_cli.init_ca(folder)
+    worker = done(cli("worker", "enroll", "--dsn", dsn, "--pki", str(folder), "--name", "edge-1"), rf"({UUID})\n")[1]
+    cert_path = folder / f"worker-{worker}.crt"
+    first = der_sha256(cert_path)
+    expiry = x509.load_pem_x509_certificate(cert_path.read_bytes()).not_valid_after_utc
+    query = (
+        "select generation, cert_fingerprint, previous_cert_fingerprint, cert_not_after_ms"
+        " from ql.workers where id = %s"
+    )
+    assert rows(dsn, query, (worker,)) == [(1, first, None, int(expiry.timestamp() * 1000))], "enrol records the expiry"
+
+    out = cli("worker", "renew", "--dsn", dsn, "--pki", str(folder), "edge-1", "--json")
+    renewed = json.loads(done(out, r"(?s)\{.*\}\n")[0])
+    second = der_sha256(cert_path)
+    new_expiry = x509.load_pem_x509_certificate(cert_path.read_bytes()).not_valid_after_utc
+    assert second != first
+    assert renewed == {"status": "renewed", "workerId": worker, "generation": 1,
+                       "certNotAfterMs": int(new_expiry.timestamp() * 1000), "previousAccepted": True,
+                       "certificate": str(cert_path), "key": str(folder / f"worker-{worker}.key")}  # fmt: skip
+    assert rows(dsn, query, (worker,)) == [(1, second, first, int(new_expiry.timestamp() * 1000))]
+    assert mode(folder / f"worker-{worker}.key") == 0o600
+    assert sorted(p.name for p in folder.iterdir() if "pending" in p.name) == [], "no pending file is left"
+    listed = json.loads(cli("worker", "list", "--dsn", dsn, "--json").stdout)["workers"]
+    assert [w["certNotAfterMs"] for w in listed] == [int(new_expiry.timestamp() * 1000)]
+    table_text = cli("worker", "list", "--dsn", dsn).stdout
+    assert "CERT EXPIRES" in table_text and new_expiry.strftime("%Y-%m-%d %H:%M:%SZ") in table_text, table_text
+
+    # By id, --verbose: the sentence on stderr; an unknown Worker or no CA is one line and changes nothing.
+    out = cli("worker", "renew", "--dsn", dsn, "--pki", str(folder), worker, "--verbose")
+    assert (
+        out.code == 0 and out.stdout == f"{worker}\n" and out.stderr.startswith(f"renewed worker {worker} generation 1")
+    ), out
+    before, on_disk = ql_text(dsn), sorted(p.name for p in folder.iterdir())
+    refused(cli("worker", "renew", "--dsn", dsn, "--pki", str(folder), "nobody"), 2, "no worker 'nobody'")
+    refused(cli("worker", "renew", "--dsn", dsn, "--pki", str(tmp_path / "none"), "edge-1"), 2, "no CA in")
+    refused(cli("worker", "renew", "--dsn", UNREACHABLE_DSN, "--pki", str(folder), "edge-1"), 3, "database unreachable")
+    assert ql_text(dsn) == before, "a refused renewal changes nothing in the database"
+    assert sorted(p.name for p in folder.iterdir()) == on_disk, "a refused renewal leaves no file behind"
 
 
 def test_worker_enroll_without_a_ca_is_one_line(tmp_path: Path) -> None:

@@ -58,17 +58,18 @@ def test_worker_list_disable_and_enable_by_name_or_id(database: Database) -> Non
     out = cli("worker", "list", "--dsn", dsn)
     assert out.code == 0 and out.stderr == "", out
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "POOL", "GENERATION", "STATUS", "ONLINE", "ATTEMPTS", "LAST", "CONTACT"]
+    heads = ["ID", "NAME", "POOL", "GENERATION", "STATUS", "ONLINE", "ATTEMPTS", "LAST", "CONTACT", "CERT", "EXPIRES"]
+    assert lines[0].split() == heads
     assert [line.split()[1] for line in lines[1:]] == ["busy", "idle"]
     assert lines[1].split()[:7] == [str(busy), "busy", "default", "1", "active", "yes", "0"]
-    assert lines[2].split() == [str(idle), "idle", "gpu", "1", "active", "no", "0", "-"]
+    assert lines[2].split() == [str(idle), "idle", "gpu", "1", "active", "no", "0", "-", "-"]
     listed = as_json("worker", "list", "--dsn", dsn)["workers"]
     assert [(w["workerId"], w["online"], w["status"]) for w in listed[:2]] == [
         (str(busy), True, "active"),
         (str(idle), False, "active"),
     ]
     assert set(listed[0]) == {"workerId", "name", "pool", "generation", "status", "online", "lastContactAtMs",
-                              "activeAttempts"}  # fmt: skip
+                              "activeAttempts", "certNotAfterMs"}  # fmt: skip
 
     # Refusals: one line, exit 2, nothing changed.
     before = ql_text(dsn)

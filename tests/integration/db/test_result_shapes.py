@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from qinglong.shell.db import statement
 from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token, token_digest
-from qinglong.wire import CompletionArtifact, Message, OfferEmpty, Record, Variants
+from qinglong.wire import CompletionArtifact, Message, OfferEmpty, Record, Variants, ql3w
 from qinglong.wire.fields import Enum, List, Nested
 from tests.conftest import Database
 from tests.integration.db.factories import (
@@ -99,7 +99,9 @@ class Rig:
         assert row is not None
         result: dict[str, Any] = row[0]
         worker = args.get("p_worker_id")
-        call = Call({}, None, SECRET, worker_id=None if worker is None else str(worker), minted_token=token)
+        call = Call(
+            {}, None, ql3w.Keyring(SECRET), worker_id=None if worker is None else str(worker), minted_token=token
+        )
         added = route.shell_fields(call, result)
         message: Message = route.response.from_result(result, **added)
         assert message.to_obj() == {**result, "schema": message.SCHEMA, **added}, route_name

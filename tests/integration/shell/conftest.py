@@ -259,8 +259,11 @@ async def serve_shell(db: Database, pki: Pki, secret: bytes | None = None) -> As
     runners: list[web.AppRunner] = []
     try:
         sites = (
-            (make_app("worker", db, secret), server_context(pki.server.certificate, pki.server.key, client_ca=pki.ca)),
-            (make_app("user", db, secret), server_context(pki.server.certificate, pki.server.key)),
+            (
+                make_app("worker", db, ql3w.Keyring(secret)),
+                server_context(pki.server.certificate, pki.server.key, client_ca=pki.ca),
+            ),
+            (make_app("user", db), server_context(pki.server.certificate, pki.server.key)),
             (make_admin_app(db), None),
         )
         for app, ctx in sites:

@@ -40,7 +40,7 @@ def test_user_app_registers_no_deprecated_handler(database: PgDatabase) -> None:
     its tests with warnings as errors, and aiohttp will drop them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        make_app("user", Database(database.runtime_dsn), b"s" * 32)
+        make_app("user", Database(database.runtime_dsn))
 
 
 async def test_openapi_lists_every_route(pki: Pki, shell: Shell) -> None:

@@ -9,6 +9,7 @@ Touches: a fresh database, a temporary folder, child processes and loopback port
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ import psycopg
 import pytest
 
 from qinglong.shell.db import Database
+from qinglong.wire import ql3w
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import (
     Pki,
@@ -168,6 +170,29 @@ async def test_two_processes_share_the_ports_and_sum_their_metrics(running: Runn
     ]
     assert renewals == [3]
     assert "pid=" not in "".join(line for line in text.splitlines() if line.startswith("qinglong_shell_requests_total"))
+
+
+async def test_sighup_to_the_parent_reloads_every_child(running: Running, tmp_path: Path) -> None:
+    """SIGHUP is passed on to the children, and each reads shell.toml again: both log shell.reloaded naming the
+    secret the file now also accepts (docs/operations.md, "Secret rotation")."""
+    accepted = tmp_path / "next.secret"
+    accepted.write_bytes(os.urandom(32).hex().encode())
+    accepted.chmod(0o600)
+    config = tmp_path / "shell.toml"
+    text = config.read_text()
+    config.write_text(re.sub(r"^(cluster_secret_file = .*)$", rf'\1\naccepted_secret_file = "{accepted}"', text,
+                             flags=re.M))  # fmt: skip
+    running.proc.send_signal(signal.SIGHUP)
+    assert running.proc.stderr is not None
+    reloaded: list[dict[str, object]] = []
+    while len(reloaded) < 2:
+        line = await asyncio.wait_for(running.proc.stderr.readline(), 15)
+        assert line, "the shell's stderr ended"
+        if b"shell.reload" in line:
+            reloaded.append(json.loads(line))
+    assert [r["event"] for r in reloaded] == ["shell.reloaded", "shell.reloaded"], reloaded
+    assert {r["accepted_key_id"] for r in reloaded} == {ql3w.key_id(accepted.read_bytes())}
+    assert running.proc.returncode is None and len(_children(running.proc.pid)) == 2, "nothing restarted"
 
 
 async def test_every_process_replaces_its_connections_after_the_database_dropped_them(

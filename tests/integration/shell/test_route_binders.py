@@ -18,7 +18,7 @@ from hypothesis import find
 
 from qinglong.shell.db import statement
 from qinglong.shell.routes import PHASES, ROUTES, Admission, Call, Route, mint_token, token_digest
-from qinglong.wire import Message, Query
+from qinglong.wire import Message, Query, ql3w
 from tests.conftest import Database
 from tests.unit.wire.kit import records
 
@@ -59,7 +59,7 @@ def calls(route: Route) -> Iterator[Call]:
         yield Call(
             match=match,
             body=None if contract is None else parsed(contract),
-            cluster_secret=b"\x00" * 32,
+            keyring=ql3w.Keyring(b"\x00" * 32),
             worker_id=ID,
             session_id=ID,
             generation=1,

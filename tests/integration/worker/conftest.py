@@ -53,6 +53,7 @@ from qinglong.wire import (
     OutputAppended,
     OutputAppendRequest,
     WorkerSessionAlive,
+    ql3w,
 )
 from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
 from qinglong.worker.controller import LocalProcessController
@@ -354,14 +355,14 @@ class Served:
 
     async def start(self) -> None:
         await self.db.open()
-        worker_app = make_app("worker", self.db, self.secret)
+        worker_app = make_app("worker", self.db, ql3w.Keyring(self.secret))
 
         @web.middleware
         async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
             return await self._observe(request, handler)
 
         worker_app.middlewares.append(observe)
-        user_app = make_app("user", self.db, self.secret)
+        user_app = make_app("user", self.db)
         pki = self.pki
         ports: dict[str, int] = {}
         for name, app, ctx in (

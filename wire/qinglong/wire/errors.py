@@ -104,6 +104,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "stream",  # task output (ql_api.output_append_v1, ql_api.run_output_v1)
     "offset",
     "attempt",
+    "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {

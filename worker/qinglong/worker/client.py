@@ -8,8 +8,12 @@ credential files it is given on every call.
 - One socket (`limit=1`), keep-alive, no redirects, no compression (Accept-Encoding: identity, a
   Content-Encoding is refused), JSON only, exact Content-Length within the response cap, and only
   the allow-listed worker-ingress paths.
-- Every request is signed with ql3w; every response is parsed by its wire contract, and a lease
-  renewal must answer exactly expectedVersion + 1.
+- Every request is signed with ql3w under the key id the session was opened with; every response is
+  parsed by its wire contract, and a lease renewal must answer exactly expectedVersion + 1. An answer
+  that says the session was keyed under a secret the shell is retiring sets `rekey_wanted` (the
+  lifecycle opens a new session at its next tick; docs/decisions/0012-credential-rotation.md).
+- New credential files that cannot be used together (a certificate replaced before its key) keep the
+  open connection with the previous ones until they can: a renewal never fails a call.
 Offer, activation, lease control, task output and completion share this one client.
 """
 
@@ -135,6 +139,7 @@ class Session:
     generation: int
     key: bytes
     expires_at_ms: int
+    key_id: str | None = None  # the shell's name for the secret the key was derived from (None: an older shell)
 
 
 def _client_context(creds: Credentials) -> ssl.SSLContext:
@@ -169,6 +174,7 @@ class WorkerIngressHttpsClient:
         self._fingerprint: bytes | None = None
         self._http: aiohttp.ClientSession | None = None
         self.connections_opened = 0  # observable: one per credential fingerprint while the socket lives
+        self.rekey_wanted: str | None = None  # the session id an answer told to re-key
 
     async def close(self) -> None:
         if self._http is not None:
@@ -180,13 +186,23 @@ class WorkerIngressHttpsClient:
         if self._http is not None and creds.fingerprint == self._fingerprint:
             return self._http
         old = self._http
+        try:
+            context = _client_context(creds)
+        except (ssl.SSLError, OSError) as exc:
+            if old is None:
+                raise
+            # Mid-replacement (a new certificate beside the old key): go on with the connection made
+            # from the previous files; the next call tries the files again.
+            emit(log, logging.WARNING, "credentials.unusable", key="credentials.unusable", error=type(exc).__name__)
+            return old
+        settled("credentials.unusable")
         trace = aiohttp.TraceConfig()
 
         async def opened(*_: Any) -> None:
             self.connections_opened += 1
 
         trace.on_connection_create_end.append(opened)
-        connector = aiohttp.TCPConnector(ssl=_client_context(creds), limit=1, limit_per_host=1, keepalive_timeout=60)
+        connector = aiohttp.TCPConnector(ssl=context, limit=1, limit_per_host=1, keepalive_timeout=60)
         self._http = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, auto_decompress=False, trace_configs=[trace]
         )
@@ -202,8 +218,10 @@ class WorkerIngressHttpsClient:
         contract: Variants[R] | type[R],
         session: Session | None,
         timeout_s: float | None = None,
+        headers_seen: Callable[[Any], None] | None = None,
     ) -> R:
-        """One signed call; `timeout_s` shortens this call's budget (never beyond the client's)."""
+        """One signed call; `timeout_s` shortens this call's budget (never beyond the client's);
+        `headers_seen` gets the headers of a 200 answer."""
         if not ALLOWED_PATHS.fullmatch(path):
             raise ValueError(f"not a worker-ingress path: {path}")
         raw = body.to_json()  # refuses a body over its contract's cap
@@ -217,6 +235,7 @@ class WorkerIngressHttpsClient:
             headers["Authorization"] = ql3w.authorization(
                 session.key, worker_id=self._worker_id, session_id=session.session_id,
                 generation=session.generation, method="POST", path=path, body=raw, now=int(self._clock()),
+                key_id=session.key_id,
             )  # fmt: skip
         try:
             http = await self._session_for(self._credentials.load())
@@ -227,6 +246,7 @@ class WorkerIngressHttpsClient:
                 self._origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
             ) as resp:
                 data = await _read_exact(resp)
+                answered = resp.headers
         except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
             emit(log, logging.WARNING, "call.transport_failed", key=f"transport:{route}", route=route,
                  error=type(exc).__name__)  # fmt: skip
@@ -246,13 +266,25 @@ class WorkerIngressHttpsClient:
         except WireError as exc:
             emit(log, logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=exc.code)
             raise ProtocolError(f"response outside its contract: {exc.code}") from None
+        if session is not None and answered.get(ql3w.REKEY_HEADER) == "1":
+            self.rekey_wanted = session.session_id
+        if headers_seen is not None:
+            headers_seen(answered)
         return result
 
     async def open_session(self, *, capacity: int, generation: int) -> Session:
         body = WorkerSessionOpenRequest(capacity=capacity, worker_generation=generation)
-        opened = await self._call(f"/api/v3/workers/{self._worker_id}/sessions", body, WorkerSessionOpened, None)
+        key_ids: list[str | None] = []
+        path = f"/api/v3/workers/{self._worker_id}/sessions"
+        opened = await self._call(
+            path, body, WorkerSessionOpened, None, None, lambda h: key_ids.append(h.get(ql3w.KEY_ID_HEADER))
+        )
+        key_id = key_ids[0]
+        if key_id is not None and not ql3w.KEY_ID.fullmatch(key_id):
+            emit(log, logging.ERROR, "call.protocol_error", key="protocol:open", route="open", detail="key_id")
+            raise ProtocolError(f"a malformed {ql3w.KEY_ID_HEADER} header")
         key = base64.urlsafe_b64decode(opened.session_key + "=")
-        return Session(opened.session_id, opened.worker_generation, key, opened.expires_at_ms)
+        return Session(opened.session_id, opened.worker_generation, key, opened.expires_at_ms, key_id)
 
     def _base(self, session: Session) -> str:
         return f"/api/v3/workers/{self._worker_id}/sessions/{session.session_id}"

@@ -7,7 +7,8 @@ through the Processor, the coordinator and the one client it is given.
   through the Processor and coordinator BEFORE any pull; a `recovery_required` record, found or
   produced, fails the lifecycle closed: it never pulls again.
 - tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced under
-  it; else heartbeat the session (backing off, jittered, while unreachable), supervise ≤ page_size
+  it; else heartbeat the session (or open a new one when the shell asked it to re-key; backing off,
+  jittered, while unreachable), supervise ≤ page_size
   records WITH WORK LEFT from a stable cursor (ended records cost a tick nothing, so every active
   record is supervised every tick while capacity ≤ page_size), re-check the abort signal, then pull
   ≤ 1 offer when capacity allows and no lease loss, control-plane terminal or recovery fact appeared
@@ -172,6 +173,12 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         try:
             if self._session is None:
                 await self._ensure_session()
+            elif self._client.rekey_wanted == self._session.session_id:
+                # Keyed under a secret the shell is retiring: a new session replaces this one. Until it has
+                # opened, this one stays (the shell still accepts it).
+                self._session = await self._client.open_session(capacity=self._capacity, generation=self._generation)
+                self._contact(self._session)
+                emit(log, logging.INFO, "worker.rekeyed", session_id=self._session.session_id)
             else:
                 await self._client.heartbeat(self._session)
                 self._contact(self._session)

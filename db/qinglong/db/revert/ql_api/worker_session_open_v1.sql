@@ -1,5 +1,75 @@
 -- Revert qinglong:ql_api/worker_session_open_v1 from pg
+-- RESTORES the previous instance: the body of deploy/ql_api/worker_session_open_v1@v0.1.0.sql with its grants,
+-- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-drop function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer);
+revoke all on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) from public, ql_runtime, ql_scheduler, ql_readonly;
+
+-- ql_api.worker_session_open_v1: open a Worker's session, replacing its live one (qinglong/worker-session@v1).
+-- The shell calls it after the mTLS handshake; the certificate fingerprint must be the enrolled one.
+-- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE).
+-- Returns {"status":"opened","sessionId","workerGeneration","capacity","openedAtMs","expiresAtMs","replacedSessionId"}
+--   or {"status":"invalid"|"not_found"|"fenced","reason"}.
+-- signature: ql_api.worker_session_open_v1(uuid, bigint, bytea, integer)
+-- grant execute: ql_runtime
+create or replace function ql_api.worker_session_open_v1(
+  p_worker_id uuid,
+  p_worker_generation bigint,
+  p_cert_fingerprint bytea,
+  p_capacity integer
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_worker ql.workers;
+  v_old uuid;
+  v_now bigint;
+  v_session ql.worker_sessions;
+begin
+  if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
+  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+    return ql.outcome('invalid', 'worker_generation');
+  end if;
+  if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
+    return ql.outcome('invalid', 'cert_fingerprint');
+  end if;
+  if p_capacity is null or p_capacity not between 1 and 1024 then
+    return ql.outcome('invalid', 'capacity');
+  end if;
+
+  select * into v_worker from ql.workers w where w.id = p_worker_id for no key update;
+  if not found then return ql.outcome('not_found', 'worker'); end if;
+  if v_worker.status <> 'active' then return ql.outcome('fenced', 'worker_disabled'); end if;
+  if v_worker.generation <> p_worker_generation then return ql.outcome('fenced', 'stale_generation'); end if;
+  if v_worker.cert_fingerprint <> p_cert_fingerprint then
+    return ql.outcome('fenced', 'certificate_mismatch');
+  end if;
+
+  select s.id into v_old from ql.worker_sessions s where s.worker_id = p_worker_id and s.status = 'live' for update;
+  v_now := ql.now_ms();
+  if v_old is not null then
+    update ql.worker_sessions s set status = 'replaced', ended_at_ms = v_now where s.id = v_old;
+  end if;
+
+  insert into ql.worker_sessions (worker_id, worker_generation, capacity, opened_at_ms, expires_at_ms)
+  select p_worker_id, p_worker_generation, p_capacity, v_now, v_now + st.session_ttl_ms from ql.settings st
+  returning * into v_session;
+
+  return jsonb_build_object(
+    'status', 'opened', 'sessionId', v_session.id, 'workerGeneration', v_session.worker_generation,
+    'capacity', v_session.capacity, 'openedAtMs', v_session.opened_at_ms,
+    'expiresAtMs', v_session.expires_at_ms, 'replacedSessionId', v_old);
+end;
+$$;
+
+comment on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) is
+'Opens a Worker session (replacing the live one). Results: opened | invalid | not_found (worker) | '
+'fenced (worker_disabled, stale_generation, certificate_mismatch). Raises nothing on input.';
+revoke all on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) from public;
+grant execute on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) to ql_runtime;
+
 commit;
