@@ -357,6 +357,13 @@ def test_the_runs_page_is_readable_at_360_px(system: System, browser: Chrome) ->
 
 
 def test_no_request_left_the_origin_and_no_policy_was_violated(system: System, browser: Chrome) -> None:
+    """Every page of its own (also when run alone), and whatever the tests before it made the browser load."""
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.find_element(By.LINK_TEXT, "Tasks").click()
+    wait(browser, "the Tasks page", lambda d: shown(d, "tr[data-task]"))
+    browser.find_element(By.LINK_TEXT, "Workers").click()
+    wait(browser, "the Workers page", lambda d: shown(d, "tr[data-worker]"))
     sent = []  # (the document that asked, the URL it asked for); chrome:// pages are the browser's own
     for entry in browser_log(browser, "performance"):
         message = json.loads(entry["message"])["message"]

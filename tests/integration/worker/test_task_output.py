@@ -3,7 +3,8 @@ and stderr as two streams with their exact bytes; output of a task still running
 its head and its tail on the wire and in the database; a Worker killed and restarted mid-task goes on
 from where the database is, without a gap or a duplicate; a restarted Worker's first append from 0 is
 answered with what the database holds, also after the Attempt ended (a completion whose answer was
-lost); output refused because the Attempt ended goes on to the completion, which decides.
+lost); output refused because the Attempt ended goes on to the completion, which decides; a link that never
+carries an append delays the completion by a bounded number of drains.
 Touches: a fresh database, the in-process shell on TLS 1.3 loopback, real task processes, Worker
 processes (this process is their child subreaper meanwhile), the journal (read-only while owned).
 """
@@ -19,6 +20,7 @@ import pytest
 from qinglong.wire import CompletionResponse, OutputAppended, OutputAppendRequest
 from qinglong.wire.output import CHUNK_MAX_BYTES
 from qinglong.worker.client import Refused, TransportError
+from qinglong.worker.coordinator import DRAIN_STALLS
 from tests.integration.worker.conftest import (
     ENDED_RUN,
     Rig,
@@ -277,3 +279,28 @@ async def test_output_refused_after_the_attempt_ended_goes_on_to_the_completion_
     record = rig.record()
     assert (record.state, record.data["reason"]) == ("control_plane_terminal", "fenced.state_drift")
     assert rig.output(run) == b"" and rig.rows("select * from ql.output_streams") == []
+
+
+async def test_a_link_that_never_carries_an_append_delays_the_completion_by_three_drains_only(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every output answer is lost (a link that carries renewals but no append, say a chunk too large for its
+    rate): after DRAIN_STALLS drains in a row that got no byte through, the completion goes anyway."""
+    rig.set_lease_ttl(5000)
+    run = rig.add_run({"argv": ["sh", "-c", "echo some output"]})
+    rig.served.lose["output"] = 1000
+    client = rig.client()
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "completed", within=20)
+    calls = [
+        (c.name, type(c.error).__name__ if c.error else None)
+        for c in client.calls
+        if c.name in ("output", "completion")
+    ]
+    assert calls[-1] == ("completion", None) and set(calls[:-1]) == {("output", "TransportError")}, calls
+    assert len(calls) - 1 >= DRAIN_STALLS, calls  # (and whatever the ticks while it ran tried to ship)
+    abandoned = [r.getMessage() for r in caplog.records if "output.drain_abandoned" in r.getMessage()]
+    assert len(abandoned) == 1 and f'"drains": {DRAIN_STALLS}' in abandoned[0], abandoned
+    assert rig.run_status(run) == "succeeded" and [a["status"] for a in rig.attempts(run)] == ["succeeded"]
+    assert rig.output(run) == b"some output\n", "each append committed; only its answer was lost"

@@ -161,7 +161,11 @@ def _inner(spec: Spec, value: Any, at: Path_) -> list[Slot]:
 
 
 def record_paths(cls: type[Record], obj: Mapping[str, Any]) -> list[Path_]:
-    nested = [s.path for s in slots(cls, obj) if s.field is not None and isinstance(s.field.spec, Nested)]
+    nested = [
+        s.path
+        for s in slots(cls, obj)
+        if s.field is not None and isinstance(s.field.spec, Nested) and get(obj, s.path) is not None  # not a null
+    ]
     in_lists = [
         (*s.path, i)
         for s in slots(cls, obj)

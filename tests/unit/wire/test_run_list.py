@@ -15,19 +15,9 @@ from hypothesis import strategies as st
 from qinglong.wire import Record, RunList, RunListQuery, RunSummary, WireError
 from qinglong.wire.fields import Int, Str, wire
 from qinglong.wire.query import Query
-from qinglong.wire.run_list import MESSAGES
 from tests.unit.wire.kit import (
     FAST,
-    FEW,
-    FUZZ,
     UUID,
-    Mutation,
-    assert_only_wire_errors,
-    assert_round_trip,
-    check_json_ish,
-    check_mutation,
-    messages,
-    mutation_kinds,
     records,
 )
 
@@ -161,29 +151,3 @@ def test_a_full_page_of_the_longest_rows_fits_the_cap() -> None:
         cancel_reason="reconcile",
     )
     assert len(RunList(runs=(longest,) * 100, next_cursor=CURSOR).to_json()) <= RunList.CAP
-
-
-@FAST
-@given(msg=messages(MESSAGES))
-def test_every_valid_message_round_trips(msg: RunList) -> None:
-    assert_round_trip(msg)
-
-
-@pytest.mark.parametrize("kind", mutation_kinds(MESSAGES))
-@FEW
-@given(data=st.data())
-def test_every_mutation_is_refused(kind: Mutation, data: st.DataObject) -> None:
-    check_mutation(data, MESSAGES, kind)
-
-
-@FAST
-@given(data=st.binary(max_size=512))
-def test_arbitrary_bytes_raise_only_wire_errors(data: bytes) -> None:
-    for cls in MESSAGES:
-        assert_only_wire_errors(cls, data)
-
-
-@FUZZ
-@given(data=st.data())
-def test_arbitrary_json_raises_only_wire_errors(data: st.DataObject) -> None:
-    check_json_ish(data, MESSAGES)

@@ -11,9 +11,9 @@ In order, for one record, single-flight per offer:
    the completion to the next tick and does not block step 3 while the process still runs; a
    refused append (e.g. fenced.state_drift: the Attempt ended while this Worker was away), or a 5xx
    the shell answered for it, goes on to the completion, which decides (output never holds a Run's
-   end back, decision 0007 item 4). A completion fenced stale_version means a renewal
-   committed while its answer was lost: replay lease control (the database answers the stored
-   renewal), persist it, then complete once more;
+   end back, decision 0007 item 4), and so do DRAIN_STALLS drains in a row that got no byte
+   through. A completion fenced stale_version means a renewal committed while its answer was lost:
+   replay lease control (the database answers the stored renewal), persist it, then complete once more;
 2. local Lease expired (CLOCK_BOOTTIME, measured from the instant the renewal was SENT, or another
    boot) → stop the exact local process and never call the control plane:
    lease_lost_local_execution_stopped, or ..._unverified when identity or signals cannot be proven;
@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from dataclasses import dataclass
 from typing import Final
 
 from qinglong.wire import CompletionRequest, LeaseControlRequest, OutputAppendRequest
+from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.worker.client import (
     ClientError,
@@ -59,7 +61,10 @@ from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 
+log = logging.getLogger("qinglong.worker")
+
 MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control or output call is given near the local expiry
+DRAIN_STALLS: Final = 3  # drains in a row that got no byte through: the completion then goes without the rest
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
 
 
@@ -100,6 +105,7 @@ class WorkerRemoteExecutionControlCoordinator:
         self._controller = controller
         self._inflight: dict[str, asyncio.Task[Record | None]] = {}
         self._shipped: dict[str, dict[Stream, Shipped]] = {}  # per offer, per stream: the database's last answer
+        self._stalls: dict[str, int] = {}  # per offer: drains in a row that ended without moving a stream on
 
     async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
         """Reconcile one record; concurrent calls for the same offer share one run."""
@@ -115,6 +121,7 @@ class WorkerRemoteExecutionControlCoordinator:
         record = None if task.cancelled() or task.exception() is not None else task.result()
         if record is None or record.state not in SUPERVISED:
             self._shipped.pop(offer_id, None)  # ended (or to be re-learned from the database)
+            self._stalls.pop(offer_id, None)
 
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
         return save(self._journal, record, state, inbox)
@@ -281,22 +288,39 @@ class WorkerRemoteExecutionControlCoordinator:
         completion, which decides; if the completion fails too, the next tick drains again from where the
         database is). Nor does it starve the Lease: each append is bounded by a quarter of the local Lease
         left, and once half of what was left when the drain began is spent it stops (False) so that this
-        reconcile renews; the next tick drains on."""
+        reconcile renews; the next tick drains on. Nor does a link that carries renewals but never an append
+        (a chunk too large for its rate) keep the Run from ending: after DRAIN_STALLS drains in a row that
+        got no byte through, the completion goes without the rest of the output (log output.drain_abandoned)."""
         started = inbox.lease_left_s()
+        moved = False
         for stream in STREAMS:
             size = self._executor.output_size(handle, stream)
             try:
                 while True:
                     left = inbox.lease_left_s()
+                    # (a Lease already expired locally, started <= 0: the completion still goes, it decides)
                     if started is not None and started > 0 and (left is None or left < started / 2):
-                        return False  # (a Lease already expired locally: the completion still goes, it decides)
+                        return self._stalled(inbox.offer_id, moved)
                     timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
                     if not await self._append(inbox, handle, session, stream, size, timeout_s):
                         break
+                    moved = True
             except Unauthenticated:
                 return False
             except TransportError as failed:
-                return failed.status is not None
+                return failed.status is not None or self._stalled(inbox.offer_id, moved)
             except ClientError:
                 return True
+        return True
+
+    def _stalled(self, offer_id: str, moved: bool) -> bool:
+        """A drain ended without an answer: whether the completion goes anyway (DRAIN_STALLS in a row moved
+        nothing), else False (renew; the next tick drains on)."""
+        if moved:
+            self._stalls.pop(offer_id, None)
+            return False
+        stalls = self._stalls[offer_id] = self._stalls.get(offer_id, 0) + 1
+        if stalls < DRAIN_STALLS:
+            return False
+        emit(log, logging.WARNING, "output.drain_abandoned", offer_id=offer_id, drains=stalls)
         return True

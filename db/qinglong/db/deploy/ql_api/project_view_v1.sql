@@ -8,8 +8,8 @@ set local role ql_owner;
 -- `GET /api/v3/projects/{project}` (the web console asks it once, to offer only the actions the role allows).
 -- The answer names the Project (id, name, status), the subject (name, kind), its active role, and, for each of
 -- run.read, run.start and run.stop, the decision request_admission_v1 would take now: allow, deny, or
--- approval_required (an agent asking run.stop). One source of those rules: ql.role_allows and the same order of
--- tests as admission (an archived Project allows only run.read). A subject without an active binding, or a
+-- approval_required (an agent asking run.stop). One source of those rules: ql.admission_reason, which admission
+-- decides by. A subject without an active binding, or a
 -- missing Project, is not_found project (as admission sees it). Reads only.
 -- Returns {"status":"found","projectId","project","projectStatus","subject","subjectKind","role",
 --          "runRead","runStart","runStop"} | {"status":"invalid","reason":"project_id"|"subject_id"}
@@ -38,12 +38,8 @@ begin
   return jsonb_build_object(
     'status', 'found', 'projectId', v_project.id, 'project', v_project.name, 'projectStatus', v_project.status,
     'subject', v_subject.name, 'subjectKind', v_subject.kind, 'role', v_role)
-    || (select jsonb_object_agg(k.key, case
-                 when v_project.status <> 'active' and k.permission <> 'run.read' then 'deny'
-                 when not ql.role_allows(v_role, k.permission) then 'deny'
-                 when v_subject.kind = 'agent' and k.permission = 'run.stop' then 'approval_required'
-                 else 'allow'
-               end)
+    || (select jsonb_object_agg(k.key, case ql.admission_reason(v_project.status, v_role, v_subject.kind, k.permission)
+                 when 'ok' then 'allow' when 'agent.approval_required' then 'approval_required' else 'deny' end)
           from (values ('runRead', 'run.read'), ('runStart', 'run.start'), ('runStop', 'run.stop')) k(key, permission));
 end;
 $$;

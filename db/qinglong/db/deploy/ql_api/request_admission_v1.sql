@@ -61,21 +61,10 @@ begin
   select * into v_binding from ql.role_bindings b
    where b.project_id = p_project_id and b.subject_id = v_subject.id and b.active;
 
-  select d.decision, d.reason into v_decision, v_reason from (values (
-    case
-      when v_project.id is null or v_binding.project_id is null then 'deny'
-      when v_project.status <> 'active' and p_permission <> 'run.read' then 'deny'
-      when not ql.role_allows(v_binding.role, p_permission) then 'deny'
-      when v_subject.kind = 'agent' and p_permission = 'run.stop' then 'require_approval'
-      else 'allow'
-    end,
-    case
-      when v_project.id is null or v_binding.project_id is null then 'project.not_found'
-      when v_project.status <> 'active' and p_permission <> 'run.read' then 'project.archived'
-      when not ql.role_allows(v_binding.role, p_permission) then 'role.insufficient'
-      when v_subject.kind = 'agent' and p_permission = 'run.stop' then 'agent.approval_required'
-      else 'ok'
-    end)) d(decision, reason);
+  v_reason := case when v_project.id is null or v_binding.project_id is null then 'project.not_found'
+                   else ql.admission_reason(v_project.status, v_binding.role, v_subject.kind, p_permission) end;
+  v_decision := case v_reason when 'ok' then 'allow' when 'agent.approval_required' then 'require_approval'
+                              else 'deny' end;
 
   insert into ql.security_audit (at_ms, subject_id, route, project_id, permission, decision, reason, request_id)
   values (ql.now_ms(), v_subject.id, p_route, p_project_id, p_permission, v_decision, v_reason, p_request_id)
