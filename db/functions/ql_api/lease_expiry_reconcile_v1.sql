@@ -83,10 +83,14 @@ begin
     end if;
   end loop;
 
+  -- A lost Run has no retry time (coalesce 0) and a retry_wait Run always has one, so "lost, or a due retry"
+  -- is the range coalesce(retry_at_ms, 0) <= now of ql.runs_retry_due_idx: an index range that ends at the
+  -- first retry not yet due, however many wait behind it.
+  v_now := ql.now_ms();
   for v_run in
     select * from ql.runs r
-     where r.cancel_requested_at_ms is null
-       and (r.status = 'lost' or (r.status = 'retry_wait' and r.retry_at_ms <= ql.now_ms()))
+     where r.cancel_requested_at_ms is null and r.status in ('lost', 'retry_wait')
+       and coalesce(r.retry_at_ms, 0) <= v_now
      order by coalesce(r.retry_at_ms, 0), r.id
      limit p_limit
      for no key update skip locked
