@@ -162,9 +162,7 @@ class _Counters:
     def delta(self) -> Row:
         end = self._read()
         wal = _one(self.admin, "select pg_wal_lsn_diff(%s, %s)", (end["lsn"], self.start["lsn"]))
-        tables = {
-            name: [end["tables"][name][i] - self.start["tables"][name][i] for i in (0, 1)] for name in TABLES
-        }
+        tables = {name: [end["tables"][name][i] - self.start["tables"][name][i] for i in (0, 1)] for name in TABLES}
         return {
             "wal_bytes": float(wal),
             "wal_records": end["records"] - self.start["records"],
@@ -247,7 +245,11 @@ def _pgbench_wal(dsn: str, transactions: int) -> Row:
             start,
         ).fetchone()
         assert end is not None
-    return {"wal_bytes": float(end[0]) / transactions, "wal_records": end[1] / transactions, "wal_fpi": end[2] / transactions}
+    return {
+        "wal_bytes": float(end[0]) / transactions,
+        "wal_records": end[1] / transactions,
+        "wal_fpi": end[2] / transactions,
+    }
 
 
 def renewal(dsn: str, count: int = RENEWALS) -> Row:
