@@ -42,10 +42,11 @@ begin
   if p_grace_ms is null or p_grace_ms not between 0 and 86400000 then return ql.outcome('invalid', 'grace_ms'); end if;
 
   v_now := ql.now_ms();
+  -- Live Attempts (claimed, starting, running) are the unended ones (ql.run_attempts_live_worker_idx).
   for v_candidate in
     select a.id as attempt_id, a.run_id
       from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id
-     where a.status in ('claimed', 'starting', 'running')
+     where a.ended_at_ms is null
        and l.expires_at_ms <= v_now - case when a.status = 'claimed' then 0 else p_grace_ms end
      order by l.expires_at_ms, a.id
      limit p_limit

@@ -21,7 +21,7 @@ begin atomic
            'lastContactAtMs', (select max(s.expires_at_ms) - st.session_ttl_ms from ql.worker_sessions s
                                 where s.worker_id = w.id),
            'activeAttempts', (select count(*) from ql.run_attempts a
-                               where a.worker_id = w.id and a.status in ('claimed', 'starting', 'running')))
+                               where a.worker_id = w.id and a.ended_at_ms is null))
          order by w.name, w.id), '[]'::jsonb))
     from ql.workers w cross join ql.settings st;
 end;

@@ -93,8 +93,9 @@ begin
     update ql.run_leases l set token_digest = p_token_digest where l.attempt_id = v_attempt.id;
     select * into v_run from ql.runs r where r.id = v_attempt.run_id;
   else
+    -- Live Attempts (claimed, starting, running) are the unended ones: ql.run_attempts_live_worker_idx.
     if (select count(*) from ql.run_attempts a
-        where a.worker_id = p_worker_id and a.status in ('claimed', 'starting', 'running')) >= v_session.capacity then
+        where a.worker_id = p_worker_id and a.ended_at_ms is null) >= v_session.capacity then
       return ql.outcome('empty', 'at_capacity');
     end if;
 
