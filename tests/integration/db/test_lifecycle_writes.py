@@ -1,7 +1,8 @@
 """The rows each call of a Run lifecycle writes, table by table (pg_stat_xact_user_tables of the call's own
-transaction): pull → starting → running → renewal → completion, a retried failure, and a lost Attempt's retry.
-Pinned: one `runs` update per call, and the starting and running ACKs and the renewal are HOT updates (no
-index of ql.run_attempts or ql.run_leases names a column they write), so each costs no index entry.
+transaction): pull → starting → running → renewal → completion (failed, a retry), then the pull of that due
+retry. Pinned: one `runs` update per call (two for the pull of a due retry: its requeue, then the claim), and
+the starting and running ACKs and the renewal are HOT updates (no index of ql.run_attempts or ql.run_leases
+names a column they write), so each costs no index entry; the event stream stays contiguous.
 Touches: one fresh database (fixture rows as the deployer; the calls as ql_runtime in the same session).
 """
 
@@ -83,7 +84,7 @@ def test_each_call_of_a_lifecycle_writes_its_run_once_and_its_acks_and_renewals_
         assert pulled["status"] == "offered", pulled
         o = Offer(pulled["offer"], token)
         assert wrote == {
-            "runs": (0, 2, 1), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
+            "runs": (0, 1, 0), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
             "run_events": (1, 0, 0),
         }  # fmt: skip
         for phase in ("starting", "running"):
@@ -99,14 +100,14 @@ def test_each_call_of_a_lifecycle_writes_its_run_once_and_its_acks_and_renewals_
         assert wrote == {"run_leases": (0, 1, 1), "run_attempts": (0, 1, 1)}
         done, wrote = writes(conn, COMPLETE, (*w.head, *o.fence, renewed["leaseVersion"], 1))
         assert (done["runStatus"], done["attemptStatus"]) == ("retry_wait", "failed"), done
-        assert wrote == {"runs": (0, 3, 1), "run_attempts": (0, 1, 0), "run_events": (2, 0, 0)}
+        assert wrote == {"runs": (0, 1, 0), "run_attempts": (0, 1, 0), "run_events": (2, 0, 0)}
 
-        # The due retry: requeued by the pull that takes it, in the same one update of its Run.
+        # The due retry: requeued (one update, ql.run_requeue) by the pull that claims it (one more).
         token = "raw-token-writes-2"
         pulled, wrote = writes(conn, PULL, (*w.head, digest(token)))
         assert pulled["status"] == "offered" and pulled["offer"]["attemptNo"] == 2, pulled
         assert wrote == {
-            "runs": (0, 4, 1), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
+            "runs": (0, 2, 0), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
             "run_events": (2, 0, 0),
         }  # fmt: skip
         o = Offer(pulled["offer"], token)
