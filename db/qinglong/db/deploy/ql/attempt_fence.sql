@@ -7,7 +7,12 @@ set local role ql_owner;
 -- ql.attempt_fence: take an Attempt's locks in the fixed order and check the Worker's full fence.
 -- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
 -- Lock order (all callers, so concurrent calls cannot deadlock):
---   advisory lock on the Attempt → run → attempt → lease (FOR NO KEY UPDATE)
+--   advisory lock on the Attempt → run (FOR NO KEY UPDATE)
+-- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
+-- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
+-- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
+-- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
+-- Run's row lock, which this fence holds.
 -- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
 -- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
 -- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
@@ -73,8 +78,8 @@ begin
 
   perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(p_attempt_id));
   select * into run from ql.runs r where r.id = p_run_id for no key update;
-  select * into attempt from ql.run_attempts a where a.id = p_attempt_id for no key update;
-  select * into lease from ql.run_leases l where l.attempt_id = p_attempt_id for no key update;
+  select * into attempt from ql.run_attempts a where a.id = p_attempt_id;
+  select * into lease from ql.run_leases l where l.attempt_id = p_attempt_id;
   select * into v_session from ql.worker_sessions s where s.id = p_session_id;
   now_ms := ql.now_ms();
 
@@ -94,7 +99,7 @@ end;
 $$;
 
 comment on function ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea) is
-'Locks one Attempt (advisory → run → attempt → lease), reads the session and checks identity, session, generation, '
+'Locks one Attempt (advisory → run), reads Attempt, Lease and session and checks identity, session, generation, '
 'lease generation and token digest. outcome NULL = fence holds; otherwise the typed result to return. Never raises on input.';
 
 commit;

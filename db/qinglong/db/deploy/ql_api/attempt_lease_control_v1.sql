@@ -28,7 +28,7 @@ set local role ql_owner;
 -- of one Worker create no MultiXacts). When it matches nothing (a replay, a fence, a deadline passed, bad
 -- input) the full path below answers, exactly as before.
 -- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the
--- advisory lock first); ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
+-- advisory lock first); the full path: ql.attempt_fence (its lock order).
 -- Returns {"status":"renewed"|"stop_requested",…} | {"status":"terminal",…}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}. Never echoes the token or its digest.
 -- signature: ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint)

@@ -28,7 +28,7 @@ set local role ql_owner;
 --   runs (FOR UPDATE SKIP LOCKED: the oldest due retry, then the oldest older queued Run; never waits,
 --   so the two row locks cannot deadlock; the offerable predicate lives on the run row, so a pull racing
 --   a commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
---   Attempt → attempt → lease (the order of ql.attempt_fence, which reads the session without a lock).
+--   Attempt → attempt → lease (whoever writes an Attempt or its Lease holds its advisory lock first).
 -- Returns {"status":"offered","offer":{…,"plan":{…}}}
 --   | {"status":"empty","reason":"no_work"|"at_capacity"|"pull_spent"}
 --   | {"status":"invalid"|"fenced","reason"}.
