@@ -79,10 +79,10 @@ def test_each_call_of_a_lifecycle_writes_its_run_once_and_its_acks_and_renewals_
 ) -> None:
     conn, w = worker
     with conn:
-        token = "raw-token-writes-1"
-        pulled, wrote = writes(conn, PULL, (*w.head, digest(token)))
+        raw = "raw-token-writes-1"
+        pulled, wrote = writes(conn, PULL, (*w.head, digest(raw)))
         assert pulled["status"] == "offered", pulled
-        o = Offer(pulled["offer"], token)
+        o = Offer(pulled["offer"], raw)
         assert wrote == {
             "runs": (0, 1, 0), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
             "run_events": (1, 0, 0),
@@ -103,14 +103,14 @@ def test_each_call_of_a_lifecycle_writes_its_run_once_and_its_acks_and_renewals_
         assert wrote == {"runs": (0, 1, 0), "run_attempts": (0, 1, 0), "run_events": (2, 0, 0)}
 
         # The due retry: requeued (one update, ql.run_requeue) by the pull that claims it (one more).
-        token = "raw-token-writes-2"
-        pulled, wrote = writes(conn, PULL, (*w.head, digest(token)))
+        raw = "raw-token-writes-2"
+        pulled, wrote = writes(conn, PULL, (*w.head, digest(raw)))
         assert pulled["status"] == "offered" and pulled["offer"]["attemptNo"] == 2, pulled
         assert wrote == {
             "runs": (0, 2, 0), "run_attempts": (1, 0, 0), "run_leases": (1, 0, 0), "offers": (1, 0, 0),
             "run_events": (2, 0, 0),
         }  # fmt: skip
-        o = Offer(pulled["offer"], token)
+        o = Offer(pulled["offer"], raw)
         assert activate(conn, w, o, "starting")["status"] == "applied"
         done = complete(conn, w, o, 1, 0)
         assert done["runStatus"] == "succeeded", done
