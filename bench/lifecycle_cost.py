@@ -3,14 +3,16 @@ lifecycle (pull → starting → running → renewal → completion, direct SQL 
 statements (pg_stat_statements, track = all), the WAL bytes and records (pg_current_wal_lsn and
 pg_stat_wal deltas), the rows written and how many updates were HOT (pg_stat_user_tables); for a renewal
 its WAL beside one pgbench simple-update transaction; and the MultiXacts 8 connections renewing the
-Attempts of one Worker create (the next MultiXactId of pg_control_checkpoint() around CHECKPOINTs).
+Attempts of one Worker create (the next MultiXactId of pg_control_checkpoint() around CHECKPOINTs); and the
+buffers the retry scan of lease-expiry reconciliation reads with 100,000 Runs waiting, none due.
 
 `measure(dsn)` takes a superuser DSN of a database the schema is deployed in (pg_stat_statements
 preloaded for the statement count) and answers a dict of figures; `python -m bench.lifecycle_cost`
 starts a throw-away fsync-on cluster of its own, deploys the schema, measures and prints them as JSON.
 
 Touches: the database it is given (a project, a task, Workers and Runs of pool `cost`, created through
-the operator functions; ql_api calls as ql_runtime; `create extension pg_stat_statements` and
+the operator functions, and 100,000 retry_wait Runs written directly, deleted after; auto_explain loaded
+into one session; ql_api calls as ql_runtime; `create extension pg_stat_statements` and
 pg_stat_statements_reset(); CHECKPOINT), a `pgbench` database beside it (created, initialised, kept),
 and, as a command, a temporary folder under /tmp and the postgres process it starts (both removed).
 """
@@ -334,9 +336,55 @@ def multixacts(dsn: str, connections: int = SOAK_CONNECTIONS, renewals: int = SO
     }
 
 
+def retry_scan(dsn: str, waiting: int = 100_000) -> Row:
+    """`waiting` retry_wait Runs due in an hour (none due), analysed: the shared buffers the retry step of
+    ql_api.lease_expiry_reconcile_v1 reads, from its own statement's executed plan (auto_explain, nested
+    statements, as the superuser loads it; the cycle runs as ql_scheduler)."""
+    plans: list[Row] = []
+
+    def keep(diagnostic: psycopg.errors.Diagnostic) -> None:
+        text = diagnostic.message_primary or ""
+        if "plan:" in text:
+            plans.append(json.loads(text.split("plan:", 1)[1]))
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        fix = _Fixture(admin, admin)
+        admin.execute(
+            "insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms,"
+            "                     retry_at_ms)"
+            " select t.project_id, t.task_id, t.id, %s, 'retry_wait', ql.now_ms(), ql.now_ms(),"
+            "        ql.now_ms() + 3600000 + g"
+            "   from generate_series(1, %s) g join ql.task_execution_revisions t on t.id = %s",
+            (POOL, waiting, fix.revision),
+        )
+        admin.execute("vacuum (analyze) ql.runs")
+        admin.add_notice_handler(keep)
+        admin.execute("load 'auto_explain'")
+        for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_analyze", "on"),
+                               ("log_buffers", "on"), ("log_timing", "off"), ("log_format", "json"),
+                               ("log_level", "notice")):  # fmt: skip
+            admin.execute(f"set auto_explain.{setting} = {value}")
+        admin.execute("set role ql_scheduler")
+        answer = _one(admin, "select ql_api.lease_expiry_reconcile_v1(128, 0)")
+        admin.execute("reset role")
+        admin.execute("delete from ql.runs where pool = %s and status = 'retry_wait'", (POOL,))
+
+    def buffers(node: Row) -> int:
+        return int(node.get("Shared Hit Blocks", 0)) + int(node.get("Shared Read Blocks", 0))
+
+    scans = [p for p in plans if " ".join(p["Query Text"].split()).startswith("select * from ql.runs r where r.cancel")]
+    assert len(scans) == 1 and answer["scanned"] == 0, (answer, [p["Query Text"][:60] for p in plans])
+    return {"waiting": waiting, "buffers": buffers(scans[0]["Plan"])}
+
+
 def measure(dsn: str) -> Row:
     """Every figure of this module over the database `dsn` names (superuser; the schema deployed)."""
-    return {"lifecycle": lifecycle(dsn), "renewal": renewal(dsn), "soak": multixacts(dsn)}
+    return {
+        "lifecycle": lifecycle(dsn),
+        "renewal": renewal(dsn),
+        "soak": multixacts(dsn),
+        "retry_scan": retry_scan(dsn),
+    }
 
 
 def main() -> None:
