@@ -484,6 +484,8 @@ def report(
         "direct_cpu": {k: direct[k].cpu for k in DIRECT_COUNTS},
         "pgbench8_cpu": pg8.cpu,
         "wal_per_renewal": renew_wal,
+        "renew_exec_ms": sum(c.mean_ms * c.calls for c in renew_calls) / max(1, direct[8].done),
+        "pgbench_tx_exec_ms": sum(c.mean_ms * c.calls for c in pg8_calls) / pg8_tx if pg8_tx else math.nan,
         "wal_per_pgbench_tx": pg8_wal,
         "contended": {
             "pgbench8": contended(pg8.cpu),

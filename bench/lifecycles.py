@@ -351,6 +351,8 @@ def report(
         "contended": contended(via_sql.cpu) or contended(fetch8.cpu),
         "wal_per_lifecycle": sql_wal,
         "wal_per_job": peer_wal,
+        "exec_ms_per_lifecycle": {c.label: c.mean_ms * c.calls / sql_units for c in sql_calls if sql_units},
+        "exec_ms_per_job": sum(c.mean_ms * c.calls for c in peer_calls) / peer_units if peer_units else math.nan,
     }
     return Result(markdown, summary, data)
 
