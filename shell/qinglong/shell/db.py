@@ -39,7 +39,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from qinglong.shell.config import ShellConfig
-from qinglong.shell.metrics import DB_LATENCY
+from qinglong.shell.metrics import DB_LATENCY, child
 
 _FUNCTION: Final = re.compile(r"[a-z_][a-z0-9_]*_v[0-9]+")
 _PARAMETER: Final = re.compile(r"p_[a-z0-9_]+")
@@ -180,7 +180,7 @@ class Database:
         except psycopg.Error as exc:  # PoolTimeout is a psycopg.OperationalError
             raise classify(exc) from None
         finally:
-            DB_LATENCY.labels(function).observe(time.perf_counter() - started)
+            child(DB_LATENCY, function).observe(time.perf_counter() - started)
 
     async def _once(self, query: str, args: Mapping[str, object], serializable: bool) -> dict[str, Any]:
         async with self._pool.connection() as conn:
