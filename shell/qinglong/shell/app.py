@@ -310,7 +310,9 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                     raise Refusal("fenced.stale_generation", "the body names another worker generation")
             if route.mints_token:
                 call.minted_token = mint_token()
-            result = await request.app[DB].call(route.function, route.bind(call), serializable=route.serializable)
+            result = await request.app[DB].call(
+                route.function, route.bind(call), serializable=route.serializable, grouped=route.grouped
+            )
             response = _respond(route, call, result)
         except Refusal as refusal:
             response = refusal.response(request_id)

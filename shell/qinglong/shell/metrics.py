@@ -52,6 +52,13 @@ DB_LATENCY: Final = Histogram(
     registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0),
 )
+DB_GROUP: Final = Histogram(
+    "qinglong_shell_db_group_calls",
+    "Calls of a grouped route run as one statement (the calls of one function queued in one event-loop turn)",
+    ["function"],
+    registry=REGISTRY,
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 CONNECTIONS_OPEN: Final = Gauge(
     "qinglong_shell_connections_open",
     "Connections open now, TLS handshakes included, by listener",
