@@ -115,10 +115,14 @@ def statement(function: str, parameters: Iterable[str]) -> str:
 
 @functools.lru_cache(maxsize=256)
 def group_statement(function: str, names: tuple[str, ...], count: int) -> bytes:
-    """`select ql_api.<function>(p_a => %s, …), …` with `count` calls and positional parameters."""
+    """`select ql_api.<function>(p_a => $1, …), ql_api.<function>(p_a => $k+1, …), …`: `count` calls in
+    PostgreSQL's own placeholders (a raw cursor: psycopg parses no long query text per call)."""
     statement(function, names)  # the same checks
-    one = f"ql_api.{function}({', '.join(f'{name} => %s' for name in names)})"
-    return ("select " + ", ".join([one] * count)).encode()
+    calls = (
+        f"ql_api.{function}({', '.join(f'{name} => ${i * len(names) + j + 1}' for j, name in enumerate(names))})"
+        for i in range(count)
+    )
+    return ("select " + ", ".join(calls)).encode()
 
 
 _Queued = tuple[Mapping[str, object], "asyncio.Future[dict[str, Any]]"]
@@ -252,7 +256,7 @@ class Database:
         values = [args[name] for args, _ in queued for name in names]
         try:
             async with self._pool.connection() as conn:
-                cur = conn.cursor(row_factory=tuple_row)
+                cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
                 await cur.execute(group_statement(function, names, len(queued)), values)
                 row = await cur.fetchone()
         except psycopg.Error as exc:
