@@ -250,25 +250,29 @@ class Database:
     async def _group(self, key: tuple[str, tuple[str, ...]], queued: list[_Queued]) -> None:
         function, names = key
         child(DB_GROUP, function).observe(len(queued))
-        if len(queued) == 1:
-            await self._alone(function, *queued[0])
-            return
-        values = [args[name] for args, _ in queued for name in names]
         try:
-            async with self._pool.connection() as conn:
-                cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
-                await cur.execute(group_statement(function, names, len(queued)), values)
-                row = await cur.fetchone()
-        except psycopg.Error as exc:
-            if exc.sqlstate is None or exc.sqlstate.startswith(UNAVAILABLE):
-                for _, future in queued:  # its fate unknown, or nothing can run now: each fails as it would alone
-                    _settle(future, exc)
-            else:  # rolled back as a whole: each call again, alone (one bad call never fails its neighbours)
-                await asyncio.gather(*(self._alone(function, args, future) for args, future in queued))
-            return
-        answers = row if row is not None and len(row) == len(queued) else [None] * len(queued)
-        for (_, future), answer in zip(queued, answers, strict=True):
-            _settle(future, answer)
+            if len(queued) == 1:
+                await self._alone(function, *queued[0])
+                return
+            values = [args[name] for args, _ in queued for name in names]
+            try:
+                async with self._pool.connection() as conn:
+                    cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+                    await cur.execute(group_statement(function, names, len(queued)), values)
+                    row = await cur.fetchone()
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) or (exc.sqlstate or "").startswith(UNAVAILABLE):
+                    for _, future in queued:  # its fate unknown, or nothing can run now: each fails as alone
+                        _settle(future, exc)
+                else:  # rolled back as a whole, or never sent: each call again, alone
+                    await asyncio.gather(*(self._alone(function, args, future) for args, future in queued))
+                return
+            answers = row if row is not None and len(row) == len(queued) else [None] * len(queued)
+            for (_, future), answer in zip(queued, answers, strict=True):
+                _settle(future, answer)
+        finally:  # a bug or a cancelled task (shutdown) never leaves a request waiting
+            for _, future in queued:
+                _settle(future, RuntimeError("the group ended without this call's answer"))
 
     async def _alone(self, function: str, args: Mapping[str, object], future: asyncio.Future[dict[str, Any]]) -> None:
         try:
