@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import secrets
 import time
 from typing import Any
@@ -210,12 +211,18 @@ def bounds(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> list[str]
         )
         cpu, rate = a["shell_cpu"][128] or {}, a["shell"][128]
         if cpu and rate:
+            busy, rest = cpu.get("machine", math.nan) * (os.cpu_count() or 1), cpu.get("rest", 0.0)
+            limit = (
+                "the shell ran near a full core: its own CPU per request bounds its rate"
+                if cpu["shell"] >= 0.75
+                else f"the machine was {busy:.2f} of {os.cpu_count()} cores busy (other work {rest:.2f})"
+            )
             out.append(
-                f"Through the shell, 128 Workers: the shell process used {cpu['shell']:.2f} cores "
-                f"({cpu['shell'] / rate * 1e6:,.0f} µs a renewal) while PostgreSQL used {cpu['postgres']:.2f} "
-                f"({cpu['postgres'] / rate * 1e6:,.0f} µs a renewal) and the generator {cpu['self']:.2f}: the three "
-                "share 2 cores, so the shell's rate is bounded by its own CPU per request (its profile: "
-                "bench/README.md, *Shell CPU per renewal*)."
+                f"Through the shell, 128 Workers: the shell used {cpu['shell']:.2f} cores "
+                f"({cpu['shell'] / rate * 1e6:,.0f} µs a renewal), PostgreSQL {cpu['postgres']:.2f} "
+                f"({cpu['postgres'] / rate * 1e6:,.0f} µs a renewal), the load generator {cpu['self']:.2f}; {limit}. "
+                "Where the shell's CPU goes (py-spy): bench/README.md, *Shell CPU per renewal*: about half is aiohttp "
+                "and TLS, the floor of one HTTPS answer per request."
             )
     if b and b.get("exec_ms_per_lifecycle"):
         calls = sorted(b["exec_ms_per_lifecycle"].items(), key=lambda kv: -kv[1])
@@ -225,6 +232,13 @@ def bounds(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> list[str]
             "Procrastinate job: "
             + ", ".join(f"`{k}` {v:.2f} ms" for k, v in calls[:4])
             + f"; WAL {fmt(b['wal_per_lifecycle'])} B a lifecycle against {fmt(b['wal_per_job'])} B a job."
+        )
+    if h and h["retry"]["scan_buffers"] is not None:
+        n, waiting = h["retry"]["scan_buffers"], h["retry"]["waiting"]
+        out.append(
+            f"Retry scan: {fmt(n)} shared buffers with {fmt(waiting)} Runs waiting and none due, "
+            f"{n / waiting * 1000:.1f} per 1,000 waiting Runs"
+            + (": it reads the waiting Runs, not a range of the due ones." if n > 100 else ": bounded.")
         )
     if h:
         out.append(
