@@ -256,27 +256,26 @@ def seed(env: Env, count: int) -> list[Identity]:
     return who
 
 
+def running(rt: psycopg.Connection[Any], who: Identity, session_id: str, key: bytes) -> Held:
+    """One offer pulled for the Worker's session and ACKed starting and running, as ql_runtime through ql_api."""
+    token = ql3w.b64url(secrets.token_bytes(32))
+    digest = hashlib.sha256(token.encode("ascii")).digest()
+    row = rt.execute("select ql_api.offer_pull_v1(%s, %s, 1, %s)", (who.worker_id, session_id, digest)).fetchone()
+    assert row is not None and row[0]["status"] == "offered", row
+    held = Held(who, session_id, key, row[0]["offer"], token, 1)
+    for phase in ("starting", "running"):
+        row = rt.execute(
+            "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)", (phase, *held.fence())
+        ).fetchone()
+        assert row is not None and row[0]["status"] == "applied", row
+        held.version = int(row[0]["snapshot"]["leaseVersion"])
+    return held
+
+
 def hold(env: Env, workers: list[SimWorker]) -> list[Held]:
-    """Each Worker pulls one offer and ACKs starting and running, as ql_runtime through ql_api."""
-    out: list[Held] = []
+    """Each Worker holds one running Attempt (running())."""
     with psycopg.connect(env.dsn("qinglong", "ql_runtime"), autocommit=True) as rt:
-        for w in workers:
-            token = ql3w.b64url(secrets.token_bytes(32))
-            digest = hashlib.sha256(token.encode("ascii")).digest()
-            row = rt.execute(
-                "select ql_api.offer_pull_v1(%s, %s, 1, %s)", (w.who.worker_id, w.session_id, digest)
-            ).fetchone()
-            assert row is not None and row[0]["status"] == "offered", row
-            held = Held(w.who, w.session_id, w.key, row[0]["offer"], token, 1)
-            for phase in ("starting", "running"):
-                row = rt.execute(
-                    "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)",
-                    (phase, *held.fence()),
-                ).fetchone()
-                assert row is not None and row[0]["status"] == "applied", row
-                held.version = int(row[0]["snapshot"]["leaseVersion"])
-            out.append(held)
-    return out
+        return [running(rt, w.who, w.session_id, w.key) for w in workers]
 
 
 # -- the benchmark --------------------------------------------------------------------------------

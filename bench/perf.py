@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import math
 import os
-import secrets
 import time
 from typing import Any
 
@@ -38,7 +36,7 @@ from bench.common import (
     statements_reset,
     table,
 )
-from bench.lease_renewals import LEASE_CONTROL, Held
+from bench.lease_renewals import LEASE_CONTROL, Held, running
 
 SOAK_CONNECTIONS = 8
 WAITING = 100_000
@@ -77,27 +75,13 @@ async def soak(env: Env, seconds: float) -> dict[str, Any]:
             conn, make_task(conn, "bench", "soak-task", {"argv": ["sleep", "3600"], "pool": "soak"}), SOAK_CONNECTIONS
         )
     env.vacuum_analyze("soak")
-    held: list[Held] = []
     with psycopg.connect(env.dsn("soak", "ql_runtime"), autocommit=True) as rt:
         row = rt.execute(
             "select ql_api.worker_session_open_v1(%s, 1, %s, %s)", (who.worker_id, who.fingerprint, SOAK_CONNECTIONS)
         ).fetchone()
         assert row is not None and row[0]["status"] == "opened", row
         session = str(row[0]["sessionId"])
-        for _ in range(SOAK_CONNECTIONS):
-            token = secrets.token_urlsafe(32)
-            digest = hashlib.sha256(token.encode("ascii")).digest()
-            row = rt.execute("select ql_api.offer_pull_v1(%s, %s, 1, %s)", (who.worker_id, session, digest)).fetchone()
-            assert row is not None and row[0]["status"] == "offered", row
-            h = Held(who, session, b"", row[0]["offer"], token, 1)
-            for phase in ("starting", "running"):
-                row = rt.execute(
-                    "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)",
-                    (phase, *h.fence()),
-                ).fetchone()
-                assert row is not None and row[0]["status"] == "applied", row
-                h.version = int(row[0]["snapshot"]["leaseVersion"])
-            held.append(h)
+        held = [running(rt, who, session, b"") for _ in range(SOAK_CONNECTIONS)]
     conns = [await psycopg.AsyncConnection.connect(env.dsn("soak", "ql_runtime"), autocommit=True) for _ in held]
     renewals = errors = 0
     try:
