@@ -43,9 +43,18 @@ from qinglong.devdb import Cluster
 REPO = Path(__file__).resolve().parent.parent
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 TEMPLATE = "ql_template"
-# Idle simulated Workers must not be fenced between phases (an hour-long session and Lease TTL);
-# a TTL is a number a renewal writes, it does not change the work a renewal does.
-BENCH_SETTINGS = {"session_ttl_ms": 3_600_000, "lease_ttl_ms": 3_600_000}
+# Idle simulated Workers must not be fenced between phases (an hour-long session, offer and Lease TTL: an
+# Attempt ACKed running keeps its offer's expiry until its first renewal, and (a) holds 128 of them while
+# its earlier phases renew fewer); a TTL is a number a renewal writes, it does not change the work it does.
+BENCH_SETTINGS = {"session_ttl_ms": 3_600_000, "offer_ttl_ms": 3_600_000, "lease_ttl_ms": 3_600_000}
+
+# track_wal_io_timing: pg_stat_wal times each WAL fsync (for the fsync columns); fsync stays on.
+PG_SETTINGS = {
+    "track_wal_io_timing": "on",
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track": "top",
+    "pg_stat_statements.max": "5000",
+}
 
 _STARTED = time.monotonic()
 
@@ -449,13 +458,14 @@ def environment() -> Iterator[Env]:
     schema in the template database, a CA and the shell's certificate. Everything goes at the end."""
     root = Path(tempfile.mkdtemp(prefix="qinglong-bench-", dir="/tmp"))
     root.chmod(0o755)
-    # track_wal_io_timing: pg_stat_wal times each WAL fsync (for the fsync columns); fsync stays on.
-    cluster = Cluster(root / "pg", fsync=True, preload_cron=False, settings={"track_wal_io_timing": "on"})
+    # pg_stat_statements (preloaded; its view lives in the `postgres` database): the per-call-type tables.
+    cluster = Cluster(root / "pg", fsync=True, preload_cron=False, settings=PG_SETTINGS)
     env: Env | None = None
     try:
         say(f"PostgreSQL 15 in {root / 'pg'} (fsync on): initdb and start")
         cluster.start()
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("create extension pg_stat_statements")
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(TEMPLATE)))
             shown = conn.execute(
                 "select name, setting from pg_settings where name = any(%s) order by name",
@@ -469,6 +479,7 @@ def environment() -> Iterator[Env]:
                         "max_connections",
                         "wal_level",
                         "track_wal_io_timing",
+                        "shared_preload_libraries",
                     ],
                 ),
             ).fetchall()
@@ -550,6 +561,12 @@ class ShellProcess:
             stop_process(self.proc)
             self.proc = None
 
+    def restart(self) -> None:
+        """A fresh process, hence fresh pool connections: after seeding and ANALYZE no measured connection
+        keeps plans made while the tables were empty."""
+        self.stop()
+        self.start()
+
 
 # -- fixtures -------------------------------------------------------------------------------------
 
@@ -605,6 +622,74 @@ def queue_runs(conn: psycopg.Connection[Any], task: TaskRef, count: int) -> None
             " 'run.queued:' || q.id::text)) from new_runs q"
         ).fetchone()
     assert row is not None and row[0] == count, row
+
+
+# -- pg_stat_statements: per call type -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One normalised statement's counters over a window (pg_stat_statements, top-level calls)."""
+
+    query: str
+    calls: int
+    mean_ms: float
+    rows: int
+    wal_bytes: int
+    wal_records: int
+    wal_fpi: int
+    blocks: int  # shared buffers hit + read
+
+    @property
+    def label(self) -> str:
+        """`ql_api.attempt_lease_control_v1`, else the statement's first words."""
+        for word in self.query.replace("(", " ").split():
+            if "." in word and word.split(".")[0] in ("ql_api", "ql", "procrastinate"):
+                return word
+            if word.startswith("procrastinate_"):
+                return word
+        return " ".join(self.query.split())[:60]
+
+
+def statements_reset(env: Env) -> None:
+    with psycopg.connect(env.dsn("postgres"), autocommit=True) as conn:
+        conn.execute("select pg_stat_statements_reset()")
+
+
+def statements(env: Env, database: str, toplevel: bool = True) -> list[Statement]:
+    """The statements run in `database` since the last reset, most calls first (BEGIN/COMMIT left out)."""
+    with psycopg.connect(env.dsn("postgres"), autocommit=True) as conn:
+        rows = conn.execute(
+            "select s.query, s.calls, s.mean_exec_time, s.rows, s.wal_bytes, s.wal_records, s.wal_fpi,"
+            " s.shared_blks_hit + s.shared_blks_read"
+            " from pg_stat_statements s join pg_database d on d.oid = s.dbid"
+            " where d.datname = %s and s.toplevel = %s and s.calls > 0"
+            " and upper(split_part(ltrim(s.query), ' ', 1)) not in ('BEGIN', 'COMMIT', 'END', 'ROLLBACK')"
+            " order by s.calls desc, s.query",
+            (database, toplevel),
+        ).fetchall()
+    return [
+        Statement(str(q), int(c), float(m), int(r), int(w), int(wr), int(f), int(b)) for q, c, m, r, w, wr, f, b in rows
+    ]
+
+
+def statements_table(found: Sequence[Statement], per: int | None = None) -> str:
+    """calls, mean execution time, rows, WAL bytes/records/full-page images per call, buffers per call;
+    with `per` (the transactions or jobs of the window) also calls and WAL bytes per such unit, and without the
+    statements run less than once per 100 units."""
+    headers = ["call", "calls", "mean ms", "rows/call", "WAL B/call", "WAL records/call", "FPI/call", "buffers/call"]
+    if per:
+        headers += ["calls/unit", "WAL B/unit"]
+    rows = []
+    for s in found:
+        if per and s.calls < per / 100:  # set-up and probes, not the measured work
+            continue
+        row = [f"`{s.label}`", fmt(s.calls), fmt(s.mean_ms, 3), fmt(s.rows / s.calls, 2), fmt(s.wal_bytes / s.calls),
+               fmt(s.wal_records / s.calls, 1), fmt(s.wal_fpi / s.calls, 2), fmt(s.blocks / s.calls, 1)]  # fmt: skip
+        if per:
+            row += [fmt(s.calls / per, 2), fmt(s.wal_bytes / per)]
+        rows.append(row)
+    return table(headers, rows)
 
 
 def record_json(key: str, counts: dict[str, Any], path: Path = REPO / "bench" / "results.json") -> None:

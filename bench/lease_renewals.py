@@ -1,10 +1,14 @@
 """(a) Lease renewals per second and p50/p99 latency: through the shell over TLS 1.3 mTLS with 1, 16
 and 128 simulated Workers (each its own enrolled Worker, certificate, session and keep-alive socket,
 every request ql3w-signed), beside ql_api.attempt_lease_control_v1 called directly by as many
-psycopg connections as ql_runtime, beside pgbench's builtin `simple-update` on the same cluster
-(8 clients: the machine's commit limit; 1 client: one commit at a time). Then the same 128 Workers
-against a shell of PROCESSES processes (shell.toml `processes`, SO_REUSEPORT): renewals/s with 1 and
-with PROCESSES processes and their ratio, also in bench/results.json under "shell_processes".
+psycopg connections as ql_runtime (and by 8, the figure compared with pgbench at 8 clients), beside
+pgbench's builtin `simple-update` on the same cluster (8 clients: the machine's commit limit; 1 client:
+one commit at a time). The shell is restarted after seeding and ANALYZE, and every direct phase opens its
+connections then, so no measured connection keeps plans made against empty tables; the direct phase at 8
+and pgbench at 8 are also read from pg_stat_statements (calls, mean time, rows, WAL per call type).
+Then the same 128 Workers against a shell of PROCESSES processes (shell.toml `processes`,
+SO_REUSEPORT): renewals/s with 1 and with PROCESSES processes and their ratio, also in
+bench/results.json under "shell_processes".
 
 Touches: the `qinglong` database (Workers, Runs, Attempts of pool `lease`), a `pgbench` database,
 the shell it is given and the ones it starts (separate processes), loopback sockets, bench/results.json.
@@ -16,6 +20,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import math
 import re
 import secrets
 import subprocess
@@ -36,6 +41,7 @@ from bench.common import (
     Phase,
     Result,
     ShellProcess,
+    Statement,
     Window,
     contended,
     cpu_cell,
@@ -47,6 +53,9 @@ from bench.common import (
     ratio,
     record_json,
     say,
+    statements,
+    statements_reset,
+    statements_table,
     stop_process,
     table,
     wal_cell,
@@ -54,6 +63,8 @@ from bench.common import (
 from qinglong.wire import LeaseControlRequest, ql3w
 
 COUNTS = (1, 16, 128)
+DIRECT_COUNTS = (1, 8, 16, 128)  # 8: compared with pgbench at 8 clients (bench/results.json `perf`)
+PGBENCH_TX = "UPDATE pgbench_accounts"  # one per simple-update transaction
 WIDE_POOL = 16
 PROCESSES = 2  # the shell of several processes: its children, each with the default pool
 SATURATED = 0.75  # cores: a Python process near one full core is the bound
@@ -245,27 +256,26 @@ def seed(env: Env, count: int) -> list[Identity]:
     return who
 
 
+def running(rt: psycopg.Connection[Any], who: Identity, session_id: str, key: bytes) -> Held:
+    """One offer pulled for the Worker's session and ACKed starting and running, as ql_runtime through ql_api."""
+    token = ql3w.b64url(secrets.token_bytes(32))
+    digest = hashlib.sha256(token.encode("ascii")).digest()
+    row = rt.execute("select ql_api.offer_pull_v1(%s, %s, 1, %s)", (who.worker_id, session_id, digest)).fetchone()
+    assert row is not None and row[0]["status"] == "offered", row
+    held = Held(who, session_id, key, row[0]["offer"], token, 1)
+    for phase in ("starting", "running"):
+        row = rt.execute(
+            "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)", (phase, *held.fence())
+        ).fetchone()
+        assert row is not None and row[0]["status"] == "applied", row
+        held.version = int(row[0]["snapshot"]["leaseVersion"])
+    return held
+
+
 def hold(env: Env, workers: list[SimWorker]) -> list[Held]:
-    """Each Worker pulls one offer and ACKs starting and running, as ql_runtime through ql_api."""
-    out: list[Held] = []
+    """Each Worker holds one running Attempt (running())."""
     with psycopg.connect(env.dsn("qinglong", "ql_runtime"), autocommit=True) as rt:
-        for w in workers:
-            token = ql3w.b64url(secrets.token_bytes(32))
-            digest = hashlib.sha256(token.encode("ascii")).digest()
-            row = rt.execute(
-                "select ql_api.offer_pull_v1(%s, %s, 1, %s)", (w.who.worker_id, w.session_id, digest)
-            ).fetchone()
-            assert row is not None and row[0]["status"] == "offered", row
-            held = Held(w.who, w.session_id, w.key, row[0]["offer"], token, 1)
-            for phase in ("starting", "running"):
-                row = rt.execute(
-                    "select ql_api.attempt_activation_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, null)",
-                    (phase, *held.fence()),
-                ).fetchone()
-                assert row is not None and row[0]["status"] == "applied", row
-                held.version = int(row[0]["snapshot"]["leaseVersion"])
-            out.append(held)
-    return out
+        return [running(rt, w.who, w.session_id, w.key) for w in workers]
 
 
 # -- the benchmark --------------------------------------------------------------------------------
@@ -277,7 +287,9 @@ async def run(env: Env, seconds: float) -> Result:
     say("(a) pgbench -i (scale 1) on its own database")
     pgbench_init(env)
     say(f"(a) pgbench simple-update, 8 clients, {seconds:.0f} s")
+    statements_reset(env)
     pg8 = pgbench(env, 8, 2, seconds)
+    pg8_calls = statements(env, "pgbench")
     say(f"(a)   {pg8.tps:,.0f} tps, {pg8.latency_ms:.2f} ms average")
     pg1 = pgbench(env, 1, 1, seconds / 2)
     say(f"(a) pgbench simple-update, 1 client: {pg1.tps:,.0f} tps, {pg1.latency_ms:.2f} ms average")
@@ -285,14 +297,19 @@ async def run(env: Env, seconds: float) -> Result:
     n = max(COUNTS)
     say(f"(a) enrolling {n} simulated Workers (one certificate each) and queueing {n} Runs")
     identities = seed(env, n)
+    shell.restart()  # its pool connects after ANALYZE
     workers = [SimWorker(env, who, shell.origin) for who in identities]
     try:
         await asyncio.gather(*(w.open_session() for w in workers))
         held = hold(env, workers)
         say(f"(a) {len(held)} running Attempts held (sessions opened through the shell, pull/starting/running via SQL)")
         phases: list[Phase] = []
-        for k in COUNTS:
+        renew_calls: list[Statement] = []
+        for k in DIRECT_COUNTS:
+            statements_reset(env)
             p = await direct_phase(env, held[:k], seconds, env.meter(shell.pid))
+            if k == 8:
+                renew_calls = statements(env, "qinglong")
             phases.append(p)
             say(f"(a) direct, {k:>3} connections: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
         for k in COUNTS:
@@ -312,7 +329,7 @@ async def run(env: Env, seconds: float) -> Result:
          "shell_cores_1": (one.cpu or {}).get("shell"), f"shell_cores_{PROCESSES}": (several.cpu or {}).get("shell"),
          "contended": contended(one.cpu) or contended(several.cpu)},
     )  # fmt: skip
-    return report(phases, diagnostic, several, pg8, pg1, seconds, shell.pool_size)
+    return report(phases, diagnostic, several, pg8, pg1, seconds, shell.pool_size, pg8_calls, renew_calls)
 
 
 async def other_shell(env: Env, held: list[Held], workers: list[SimWorker], seconds: float, name: str) -> Phase:
@@ -338,8 +355,23 @@ async def other_shell(env: Env, held: list[Held], workers: list[SimWorker], seco
         wide.stop()
 
 
+def wal_per_tx(calls: list[Statement], marker: str) -> tuple[float, int]:
+    """WAL bytes per transaction of a window (its statements' WAL over the calls of the statement
+    starting with `marker`, one a transaction; commit records are not in pg_stat_statements), and that count."""
+    tx = sum(s.calls for s in calls if s.query.lstrip().startswith(marker))
+    return (sum(s.wal_bytes for s in calls) / tx if tx else math.nan), tx
+
+
 def report(
-    phases: list[Phase], wide: Phase, several: Phase, pg8: Pgbench, pg1: Pgbench, seconds: float, pool: int
+    phases: list[Phase],
+    wide: Phase,
+    several: Phase,
+    pg8: Pgbench,
+    pg1: Pgbench,
+    seconds: float,
+    pool: int,
+    pg8_calls: list[Statement],
+    renew_calls: list[Statement],
 ) -> Result:
     direct = {p.clients: p for p in phases if p.name == "direct"}
     shell = {p.clients: p for p in phases if p.name == "shell"}
@@ -363,13 +395,15 @@ def report(
              str(p.errors), wal_cell(p.cpu, p.rate), per_call(p.cpu, "postgres", p.rate), shell_us,
              per_call(p.cpu, "self", p.rate), cpu_cell(p.cpu)]
         )  # fmt: skip
+    pg8_wal, pg8_tx = wal_per_tx(pg8_calls, PGBENCH_TX)
+    renew_wal, _ = wal_per_tx(renew_calls, "select ql_api.attempt_lease_control_v1")
     main = table(
         ["path", "clients", "renewals/s (tps)", "p50 ms", "p99 ms", "calls", "errors",
          "WAL fsyncs/s · ms each · commits per fsync", "pg CPU µs/call",
          "shell CPU µs/call", "load generator CPU µs/call", "CPU (cores) · machine busy"],
         rows,
     )  # fmt: skip
-    ratio_rows = []
+    ratio_rows = [["8 (direct only)", ratio(direct[8].rate, pg8.tps), "—", "—", ratio(direct[8].rate, pg1.tps), "—"]]
     for k in COUNTS:
         d, s = direct[k].rate, shell[k].rate
         ratio_rows.append(
@@ -413,7 +447,12 @@ def report(
         "(rest: other work — noise; the pgbench rows meter the pgbench client apart), then the machine's busy share of "
         "all cores and the share the hypervisor stole; µs/call divides a group's cores by the calls per "
         "second.\n\n"
-        f"{main}\n\n{warn}Ratios (renewals/s over tps, measured in this run):\n\n{ratios}\n"
+        f"{main}\n\n{warn}Ratios (renewals/s over tps, measured in this run):\n\n{ratios}\n\n"
+        f"Per call type (pg_stat_statements, top-level statements; mean = execution time in PostgreSQL; WAL per "
+        f"call excludes the commit record), pgbench at 8 clients — per unit = per transaction ({fmt(pg8_tx)}):\n\n"
+        f"{statements_table(pg8_calls, pg8_tx)}\n\nThe direct renewals at 8 connections:\n\n"
+        f"{statements_table(renew_calls)}\n\nWAL per renewal {fmt(renew_wal)} B against {fmt(pg8_wal)} B per pgbench "
+        f"transaction: **{ratio(renew_wal, pg8_wal)}**.\n"
         f"{reading(direct, shell, wide)}"
         f"\nSeveral shell processes, {top} Workers: {fmt(shell[top].rate)} renewals/s with 1 process, "
         f"{fmt(several.rate)} with {PROCESSES}: **{ratio(several.rate, shell[top].rate)}** (also in "
@@ -438,9 +477,20 @@ def report(
     data = {
         "pgbench8": pg8.tps,
         "pgbench1": pg1.tps,
-        "direct": {k: direct[k].rate for k in COUNTS},
+        "direct": {k: direct[k].rate for k in DIRECT_COUNTS},
         "shell": {k: shell[k].rate for k in COUNTS},
         "shell_cpu": {k: shell[k].cpu for k in COUNTS},
+        "direct_cpu": {k: direct[k].cpu for k in DIRECT_COUNTS},
+        "pgbench8_cpu": pg8.cpu,
+        "wal_per_renewal": renew_wal,
+        "renew_exec_ms": sum(c.mean_ms * c.calls for c in renew_calls) / max(1, direct[8].done),
+        "pgbench_tx_exec_ms": sum(c.mean_ms * c.calls for c in pg8_calls) / pg8_tx if pg8_tx else math.nan,
+        "wal_per_pgbench_tx": pg8_wal,
+        "contended": {
+            "pgbench8": contended(pg8.cpu),
+            **{f"direct{k}": contended(direct[k].cpu) for k in DIRECT_COUNTS},
+            **{f"shell{k}": contended(shell[k].cpu) for k in COUNTS},
+        },
     }
     return Result(markdown, summary, data)
 

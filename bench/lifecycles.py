@@ -1,7 +1,9 @@
 """(b) Full Run lifecycles per second — pull → starting → running → one renewal → completion (exit 0,
 no artifact) — through the shell with the Worker's own HTTPS client, and the same five ql_api calls
 made directly over psycopg, beside Procrastinate 3.10 on the same cluster: defer, and a worker that
-fetches and finishes no-op jobs.
+fetches and finishes no-op jobs. After seeding and ANALYZE the shell is restarted and Procrastinate's pool
+reopened, so no measured connection keeps plans made against empty tables; the SQL lifecycles and
+Procrastinate's fetch + finish are also read from pg_stat_statements (calls, mean time, rows, WAL per call type).
 
 Touches: the `qinglong` database (Workers, Runs of pool `lifecycle`), a `procrastinate` database
 (Procrastinate's own schema), the shell it is given, loopback sockets.
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import math
 import secrets
 import time
 import uuid
@@ -29,6 +32,7 @@ from bench.common import (
     Identity,
     Phase,
     Result,
+    Statement,
     Window,
     contended,
     cpu_cell,
@@ -39,6 +43,9 @@ from bench.common import (
     queue_runs,
     ratio,
     say,
+    statements,
+    statements_reset,
+    statements_table,
     table,
     wal_cell,
 )
@@ -160,9 +167,12 @@ async def direct(env: Env, who: list[Identity], seconds: float, meter: CpuMeter)
 # -- Procrastinate --------------------------------------------------------------------------------
 
 
-async def procrastinate_phases(env: Env, seconds: float, meter: Callable[[], CpuMeter]) -> list[Phase]:
+async def procrastinate_phases(
+    env: Env, seconds: float, meter: Callable[[], CpuMeter]
+) -> tuple[list[Phase], list[Statement]]:
     """Procrastinate's own schema in its own database: 8 coroutines defer a no-op task for a window,
-    then its worker fetches and finishes them (concurrency 8, then 1) for a window each."""
+    then (VACUUM ANALYZE, a fresh pool) its worker fetches and finishes them (concurrency 8, then 1) for a
+    window each; also the statements of the concurrency-8 window."""
     import procrastinate
 
     with psycopg.connect(env.dsn("postgres"), autocommit=True) as conn:
@@ -175,6 +185,7 @@ async def procrastinate_phases(env: Env, seconds: float, meter: Callable[[], Cpu
         return None
 
     phases: list[Phase] = []
+    calls: list[Statement] = []
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         defer = Phase("defer", WORKERS, seconds)
@@ -191,35 +202,38 @@ async def procrastinate_phases(env: Env, seconds: float, meter: Callable[[], Cpu
         defer.cpu = await cpu
         phases.append(defer)
         say(f"(b) Procrastinate defer, {WORKERS} coroutines: {defer.rate:,.0f} jobs/s")
-        env.vacuum_analyze("procrastinate")
+    env.vacuum_analyze("procrastinate")
+    # its pool connects after ANALYZE
+    async with app.open_async(), await psycopg.AsyncConnection.connect(dsn, autocommit=True) as probe:
 
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as probe:
+        async def succeeded() -> int:
+            cur = await probe.execute("select count(*) from procrastinate_jobs where status = 'succeeded'")
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
 
-            async def succeeded() -> int:
-                cur = await probe.execute("select count(*) from procrastinate_jobs where status = 'succeeded'")
-                row = await cur.fetchone()
-                return int(row[0]) if row else 0
-
-            for concurrency in (WORKERS, 1):
-                worker = asyncio.ensure_future(
-                    app.run_worker_async(
-                        queues=["bench"], concurrency=concurrency, wait=True, install_signal_handlers=False
-                    )
+        for concurrency in (WORKERS, 1):
+            worker = asyncio.ensure_future(
+                app.run_worker_async(
+                    queues=["bench"], concurrency=concurrency, wait=True, install_signal_handlers=False
                 )
-                await asyncio.sleep(WARMUP_S)
-                m = meter()
-                before, t0 = await succeeded(), time.perf_counter()
-                m.start()
-                await asyncio.sleep(seconds)
-                after, t1 = await succeeded(), time.perf_counter()
-                used = m.stop()
-                worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
-                phase = Phase("fetch+finish", concurrency, t1 - t0, count=after - before, cpu=used)
-                phases.append(phase)
-                say(f"(b) Procrastinate worker, concurrency {concurrency}: {phase.rate:,.0f} jobs/s fetched+finished")
-    return phases
+            )
+            await asyncio.sleep(WARMUP_S)
+            statements_reset(env)
+            m = meter()
+            before, t0 = await succeeded(), time.perf_counter()
+            m.start()
+            await asyncio.sleep(seconds)
+            after, t1 = await succeeded(), time.perf_counter()
+            used = m.stop()
+            if concurrency == WORKERS:
+                calls = statements(env, "procrastinate")
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+            phase = Phase("fetch+finish", concurrency, t1 - t0, count=after - before, cpu=used)
+            phases.append(phase)
+            say(f"(b) Procrastinate worker, concurrency {concurrency}: {phase.rate:,.0f} jobs/s fetched+finished")
+    return phases, calls
 
 
 # -- the benchmark --------------------------------------------------------------------------------
@@ -234,19 +248,30 @@ async def run(env: Env, seconds: float) -> Result:
         who = enroll(env, conn, 2 * WORKERS, "lifecycle", "life")
         queue_runs(conn, make_task(conn, "bench", "lifecycle-task", {"argv": ["true"], "pool": "lifecycle"}), runs)
     env.vacuum_analyze("qinglong")
+    shell.restart()  # its pool connects after ANALYZE
 
     def meter() -> CpuMeter:
         return env.meter(shell.pid)
 
     via_shell = await through_shell(env, who[:WORKERS], seconds, meter())
     say(f"(b) lifecycles through the shell, {WORKERS} Workers: {via_shell.rate:,.0f}/s (p50 {via_shell.ms(50):.1f} ms)")
+    statements_reset(env)
     via_sql = await direct(env, who[WORKERS:], seconds, meter())
+    sql_calls = statements(env, "qinglong")
     say(f"(b) lifecycles over SQL, {WORKERS} connections: {via_sql.rate:,.0f}/s (p50 {via_sql.ms(50):.1f} ms)")
-    peers = await procrastinate_phases(env, seconds, meter)
-    return report(via_shell, via_sql, peers, seconds, shell.pool_size)
+    peers, peer_calls = await procrastinate_phases(env, seconds, meter)
+    return report(via_shell, via_sql, peers, seconds, shell.pool_size, sql_calls, peer_calls)
 
 
-def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float, pool: int) -> Result:
+def report(
+    via_shell: Phase,
+    via_sql: Phase,
+    peers: list[Phase],
+    seconds: float,
+    pool: int,
+    sql_calls: list[Statement],
+    peer_calls: list[Statement],
+) -> Result:
     defer = peers[0]
     fetch8, fetch1 = peers[1], peers[2]
     entries = [
@@ -283,6 +308,10 @@ def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float,
              ratio(via_shell.rate * CALLS_PER_LIFECYCLE, fetch8.rate * 2)],
         ],
     )  # fmt: skip
+    sql_units = sum(s.calls for s in sql_calls if "offer_pull_v1" in s.query)
+    peer_units = sum(s.calls for s in peer_calls if "procrastinate_fetch_job" in s.query)
+    sql_wal = sum(s.wal_bytes for s in sql_calls) / sql_units if sql_units else math.nan
+    peer_wal = sum(s.wal_bytes for s in peer_calls) / peer_units if peer_units else math.nan
     warn = CONTENDED_NOTE + "\n\n" if any(contended(p.cpu) for *_, p, _ in entries) else ""
     markdown = (
         "## (b) Run lifecycles beside Procrastinate\n\n"
@@ -300,14 +329,37 @@ def report(via_shell: Phase, via_sql: Phase, peers: list[Phase], seconds: float,
         "column then holds Procrastinate's worker). A Procrastinate job is 3 transactions (defer, "
         "fetch, finish), a Qinglong lifecycle 5 (and the Run's events, Attempt, Lease and Offer rows). CPU columns "
         "as in (a): µs each divides a group's cores by the lifecycles (or jobs) per second.\n\n"
-        f"{main}\n\n{warn}Ratios:\n\n{ratios}\n{reading(via_shell, via_sql, fetch8)}"
+        f"{main}\n\n{warn}Ratios:\n\n{ratios}\n{reading(via_shell, via_sql, fetch8)}\n"
+        "Per call type (pg_stat_statements, top-level statements; mean = execution time in PostgreSQL; WAL per call "
+        "excludes the commit record), the SQL lifecycles — per unit = per lifecycle "
+        f"({fmt(sql_units)}):\n\n{statements_table(sql_calls, sql_units)}\n\n"
+        f"Procrastinate's worker at concurrency {fetch8.clients} — per unit = per job ({fmt(peer_units)}; its "
+        f"fetch and finish are its worker's statements):\n\n{statements_table(peer_calls, peer_units)}\n\n"
+        f"WAL per lifecycle {fmt(sql_wal)} B ({fmt(sql_wal / CALLS_PER_LIFECYCLE)} B a transaction), per "
+        f"Procrastinate job {fmt(peer_wal)} B ({fmt(peer_wal / 2)} B a transaction).\n"
     )
     summary = [
         f"(b) lifecycles/s: shell {via_shell.rate:,.0f}, SQL {via_sql.rate:,.0f}; Procrastinate defer "
         f"{defer.rate:,.0f}/s, fetch+finish {fetch8.rate:,.0f}/s (c8), {fetch1.rate:,.0f}/s (c1); "
         f"shell/Procrastinate(c8) {ratio(via_shell.rate, fetch8.rate)}, shell/SQL {ratio(via_shell.rate, via_sql.rate)}"
     ]
-    return Result(markdown, summary, {"shell": via_shell.rate, "sql": via_sql.rate})
+    data = {
+        "shell": via_shell.rate,
+        "sql": via_sql.rate,
+        "lifecycle_pg_us": pg_us(via_sql),
+        "job_pg_us": pg_us(fetch8),
+        "contended": contended(via_sql.cpu) or contended(fetch8.cpu),
+        "wal_per_lifecycle": sql_wal,
+        "wal_per_job": peer_wal,
+        "exec_ms_per_lifecycle": {c.label: c.mean_ms * c.calls / sql_units for c in sql_calls if sql_units},
+        "exec_ms_per_job": sum(c.mean_ms * c.calls for c in peer_calls) / peer_units if peer_units else math.nan,
+    }
+    return Result(markdown, summary, data)
+
+
+def pg_us(p: Phase) -> float | None:
+    """PostgreSQL CPU µs per operation of a window."""
+    return p.cpu["postgres"] / p.rate * 1e6 if p.cpu and p.rate else None
 
 
 def reading(via_shell: Phase, via_sql: Phase, fetch: Phase) -> str:

@@ -3,7 +3,9 @@ fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside P
 cancellation convergence, (d) a Worker supervising its journal, (e) chaos on real parts (lost answers,
 killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json), (f) a connection
 flood against the shell's default connection budgets (bench/flood.py, also bench/results.json), (g) failovers
-of a Patroni cluster under load (bench/failover.py, its own three-node cluster, also bench/results.json).
+of a Patroni cluster under load (bench/failover.py, its own three-node cluster, also bench/results.json),
+(h) issue 12's performance figures (bench/perf.py: a renewal soak, the retry scan, and the figures of (a) and
+(b) combined, also bench/results.json under `perf`).
 Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
 measured in this run.
 
@@ -28,7 +30,7 @@ from pathlib import Path
 from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e", "f", "g")
+PARTS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
 def ensure_procrastinate() -> str:
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     procrastinate_version = ensure_procrastinate() if "b" in only else None
     host = machine()
     results: list[Result] = []
+    measured: dict[str, dict[str, object]] = {}
     with environment() as env:
         if only & {"a", "b"}:
             env.create_database("qinglong")
@@ -85,13 +88,19 @@ def main(argv: list[str] | None = None) -> int:
             from bench import lease_renewals
 
             results.append(asyncio.run(lease_renewals.run(env, args.seconds)))
+            measured["a"] = results[-1].data
         if "b" in only:
             from bench import lifecycles
 
             results.append(asyncio.run(lifecycles.run(env, args.seconds)))
+            measured["b"] = results[-1].data
         if env.shell is not None:
             env.shell.stop()
             env.shell = None
+        if "h" in only:
+            from bench import perf
+
+            results.append(asyncio.run(perf.run(env, args.seconds, measured.get("a", {}), measured.get("b", {}))))
         if "c" in only:
             from bench import convergence
 

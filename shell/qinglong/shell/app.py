@@ -23,8 +23,10 @@ import hashlib
 import json
 import logging
 import re
+import ssl
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from http import HTTPStatus
 from typing import Any, Final
@@ -37,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
-from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED
+from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED, child
 from qinglong.shell.routes import ROUTES, UUID_TEXT, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
@@ -73,7 +75,7 @@ class Refusal(Exception):
         self.error, self.message = ERRORS[code], message
 
     def response(self, request_id: str) -> web.Response:
-        REFUSALS.labels(self.error.code).inc()
+        child(REFUSALS, self.error.code).inc()
         body = ErrorMessage(code=self.error.code, message=self.message[:200] or self.error.code, request_id=request_id)
         response = web.Response(status=self.error.status, body=body.to_json(), content_type="application/json")
         if self.error.code in CLOSING:  # the request's framing cannot be trusted: nothing after it is read
@@ -102,7 +104,7 @@ def unrouted(code: str, message: str) -> web.Response:
     or (qinglong.shell.listener) aiohttp could not parse its head. Counted and logged as route UNROUTED."""
     request_id = uuid.uuid4().hex
     response = Refusal(code, message).response(request_id)
-    REQUESTS.labels(UNROUTED, str(response.status)).inc()
+    child(REQUESTS, UNROUTED, str(response.status)).inc()
     _log_request(UNROUTED, response.status, code=code, request_id=request_id)
     return response
 
@@ -170,18 +172,36 @@ def _check_path_ids(request: web.Request) -> None:
 
 
 def _parse(route: Route, call: Call, raw: bytes) -> Message:
+    """The body, decoded once (UTF-8, one JSON object, the codec's structural limits), then checked by the
+    route's contract."""
     assert route.request is not None
     contract = route.request(call.match)
     try:
-        decode(raw, cap=contract.CAP)  # cheap structural checks before the contract's own
-        return contract.parse(raw)
+        return contract.from_obj(decode(raw, cap=contract.CAP))
     except WireError as exc:
         raise Refusal(exc.code, exc.message) from None
 
 
+_PEERS: Final[weakref.WeakKeyDictionary[ssl.SSLObject, tuple[str, bytes] | None]] = weakref.WeakKeyDictionary()
+
+
+def _peer(request: web.Request) -> tuple[str, bytes] | None:
+    """The worker identity of the request's connection (tls.worker_identity), read from its certificate once
+    per connection: kept while the connection's TLS object lives. TLS 1.3 has no renegotiation and the
+    listener asks for no post-handshake authentication, so a connection's peer certificate never changes."""
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    if not isinstance(ssl_object, ssl.SSLObject):
+        return worker_identity(ssl_object)
+    try:
+        return _PEERS[ssl_object]
+    except KeyError:
+        identity = _PEERS[ssl_object] = worker_identity(ssl_object)
+        return identity
+
+
 async def _worker_identity(request: web.Request, route: Route, call: Call) -> bytes:
     """Authenticate a worker request; return its body (read, capped and, but for session open, signed)."""
-    identity = worker_identity(request.transport.get_extra_info("ssl_object") if request.transport else None)
+    identity = _peer(request)
     if identity is None or identity[0] != call.match["workerId"]:
         raise Refusal("auth.certificate_mismatch", "the client certificate does not name this worker")
     call.worker_id, call.cert_fingerprint = identity
@@ -293,7 +313,9 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                     raise Refusal("fenced.stale_generation", "the body names another worker generation")
             if route.mints_token:
                 call.minted_token = mint_token()
-            result = await request.app[DB].call(route.function, route.bind(call), serializable=route.serializable)
+            result = await request.app[DB].call(
+                route.function, route.bind(call), serializable=route.serializable, grouped=route.grouped
+            )
             response = _respond(route, call, result)
             if call.keyring is not None and route.audience == "worker-open":  # no await since the key was derived
                 response.headers[ql3w.KEY_ID_HEADER] = call.keyring.current_id
@@ -320,7 +342,7 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
         except Exception as exc:  # a bug: answer in the error contract, log the type only (no values, no secrets)
             _log("internal_error", route=route.name, request_id=request_id, error=type(exc).__name__)
             response = Refusal("internal.error", "internal error").response(request_id)
-        REQUESTS.labels(route.name, str(response.status)).inc()
+        child(REQUESTS, route.name, str(response.status)).inc()
         _log_request(route.name, response.status, request_id=request_id, ms=_ms(started))
         return response
 

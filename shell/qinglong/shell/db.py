@@ -6,6 +6,16 @@ function and parameter names come from the route table (checked as identifiers h
 request, and no other SQL is ever built here. Raw tokens and session keys never reach it (only their
 SHA-256 digests do). A serializable call retries 40001 and 40P01 a bounded number of times.
 
+A grouped call (a route that says so: routes.Route.grouped) waits for the end of the event loop's turn: the
+calls of one function queued in that turn run as one statement, `select ql_api.f(…), ql_api.f(…), …` (at
+most GROUP_MAX, in the order of their arguments so that concurrent groups lock rows in one order), in one
+transaction, each call's jsonb its own answer. A fence or an invalid request is an answer, not an error, so
+it changes nothing for its neighbours; when the statement fails in the database (an error raised by one
+call, a conflict) it rolled back as a whole and every call runs again on its own; when the connection
+fails (the statement's fate unknown) or the database cannot serve, every call fails as it would alone. One
+round trip and one commit for the group instead of one per call: what a renewal costs the shell and
+PostgreSQL (bench/RESULTS.md) is mostly the round trip and the commit.
+
 A failure is classified by its SQLSTATE (docs/operations.md §10): the database cannot serve now
 (UNAVAILABLE: a lost or refused connection, a shutdown, a read-only standby after a failover) is
 `StorageUnavailable` (503 storage.unavailable); a transaction still conflicting after the retries
@@ -26,6 +36,7 @@ every connection opened before is replaced (`Database._check`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import re
 import select
@@ -39,7 +50,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from qinglong.shell.config import ShellConfig
-from qinglong.shell.metrics import DB_LATENCY
+from qinglong.shell.metrics import DB_GROUP, DB_LATENCY, child
 
 _FUNCTION: Final = re.compile(r"[a-z_][a-z0-9_]*_v[0-9]+")
 _PARAMETER: Final = re.compile(r"p_[a-z0-9_]+")
@@ -49,6 +60,7 @@ SERIALIZABLE_ATTEMPTS: Final = 5
 UNAVAILABLE: Final = ("08", "53", "57", "25006")
 CONFLICT: Final = ("40001", "40P01")  # serialization_failure, deadlock_detected
 _RETRIED: Final = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+GROUP_MAX: Final = 64  # calls in one grouped statement
 
 
 class StorageError(Exception):
@@ -101,6 +113,33 @@ def statement(function: str, parameters: Iterable[str]) -> str:
     return f"ql_api.{function}({', '.join(f'{name} => %({name})s' for name in names)})"
 
 
+@functools.lru_cache(maxsize=256)
+def group_statement(function: str, names: tuple[str, ...], count: int) -> bytes:
+    """`select ql_api.<function>(p_a => $1, …), ql_api.<function>(p_a => $k+1, …), …`: `count` calls in
+    PostgreSQL's own placeholders (a raw cursor: psycopg parses no long query text per call)."""
+    statement(function, names)  # the same checks
+    calls = (
+        f"ql_api.{function}({', '.join(f'{name} => ${i * len(names) + j + 1}' for j, name in enumerate(names))})"
+        for i in range(count)
+    )
+    return ("select " + ", ".join(calls)).encode()
+
+
+_Queued = tuple[Mapping[str, object], "asyncio.Future[dict[str, Any]]"]
+
+
+def _settle(future: asyncio.Future[dict[str, Any]], result: object) -> None:
+    """Answer one queued call (unless its request went away): its jsonb, or the exception to raise."""
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    elif isinstance(result, dict):
+        future.set_result(result)
+    else:
+        future.set_exception(BadProjection("a ql_api function returned no jsonb object"))
+
+
 class Database:
     """Calls ql_api functions through one pool (sized to the cores, as docs/architecture.md §12 says).
     `prepared_statements=False` for a transaction pooler that keeps none (pgbouncer before 1.21, or without
@@ -127,6 +166,8 @@ class Database:
             kwargs=kwargs,
             check=self._check,
         )
+        self._queued: dict[tuple[str, tuple[str, ...]], list[_Queued]] = {}
+        self._groups: set[asyncio.Task[None]] = set()
 
     @classmethod
     def of(cls, config: ShellConfig) -> Database:
@@ -164,11 +205,16 @@ class Database:
             return False
         return True
 
-    async def call(self, function: str, args: Mapping[str, object], *, serializable: bool = False) -> dict[str, Any]:
-        """Call ql_api.<function>(name => value, …) in its own transaction and return its jsonb result."""
-        query = f"select {statement(function, args)}"
+    async def call(
+        self, function: str, args: Mapping[str, object], *, serializable: bool = False, grouped: bool = False
+    ) -> dict[str, Any]:
+        """Call ql_api.<function>(name => value, …) in its own transaction (grouped: in its loop turn's group)
+        and return its jsonb result."""
         started = time.perf_counter()
         try:
+            if grouped and not serializable:
+                return await self._grouped(function, args)
+            query = f"select {statement(function, args)}"
             for attempt in range(1, SERIALIZABLE_ATTEMPTS + 1):
                 try:
                     return await self._once(query, args, serializable)
@@ -180,7 +226,59 @@ class Database:
         except psycopg.Error as exc:  # PoolTimeout is a psycopg.OperationalError
             raise classify(exc) from None
         finally:
-            DB_LATENCY.labels(function).observe(time.perf_counter() - started)
+            child(DB_LATENCY, function).observe(time.perf_counter() - started)
+
+    async def _grouped(self, function: str, args: Mapping[str, object]) -> dict[str, Any]:
+        """Queue the call in this loop turn's group of `function` (the first one schedules the group)."""
+        key = (function, tuple(args))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        queued = self._queued.get(key)
+        if queued is None:
+            queued = self._queued[key] = []
+            loop.call_soon(self._start_groups, key)
+        queued.append((args, future))
+        return await future
+
+    def _start_groups(self, key: tuple[str, tuple[str, ...]]) -> None:
+        queued = sorted(self._queued.pop(key), key=lambda q: tuple(str(v) for v in q[0].values()))
+        for first in range(0, len(queued), GROUP_MAX):
+            task = asyncio.ensure_future(self._group(key, queued[first : first + GROUP_MAX]))
+            self._groups.add(task)
+            task.add_done_callback(self._groups.discard)
+
+    async def _group(self, key: tuple[str, tuple[str, ...]], queued: list[_Queued]) -> None:
+        function, names = key
+        child(DB_GROUP, function).observe(len(queued))
+        try:
+            if len(queued) == 1:
+                await self._alone(function, *queued[0])
+                return
+            values = [args[name] for args, _ in queued for name in names]
+            try:
+                async with self._pool.connection() as conn:
+                    cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+                    await cur.execute(group_statement(function, names, len(queued)), values)
+                    row = await cur.fetchone()
+            except psycopg.Error as exc:
+                if isinstance(exc, psycopg.OperationalError) or (exc.sqlstate or "").startswith(UNAVAILABLE):
+                    for _, future in queued:  # its fate unknown, or nothing can run now: each fails as alone
+                        _settle(future, exc)
+                else:  # rolled back as a whole, or never sent: each call again, alone
+                    await asyncio.gather(*(self._alone(function, args, future) for args, future in queued))
+                return
+            answers = row if row is not None and len(row) == len(queued) else [None] * len(queued)
+            for (_, future), answer in zip(queued, answers, strict=True):
+                _settle(future, answer)
+        finally:  # a bug or a cancelled task (shutdown) never leaves a request waiting
+            for _, future in queued:
+                _settle(future, RuntimeError("the group ended without this call's answer"))
+
+    async def _alone(self, function: str, args: Mapping[str, object], future: asyncio.Future[dict[str, Any]]) -> None:
+        try:
+            _settle(future, await self._once(f"select {statement(function, args)}", args, False))
+        except (psycopg.Error, BadProjection) as exc:
+            _settle(future, exc)
 
     async def _once(self, query: str, args: Mapping[str, object], serializable: bool) -> dict[str, Any]:
         async with self._pool.connection() as conn:

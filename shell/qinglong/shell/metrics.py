@@ -4,13 +4,32 @@ PROMETHEUS_MULTIPROC_DIR set before prometheus_client is imported), where each p
 files in that folder, and the parent serves their sum: counters and histograms add up, gauges as their
 multiprocess_mode says. Labels are route names, statuses, stable codes, listener names
 (worker, user, admin) and budget names (and `pid`, the process, on CONNECTIONS_ACCEPTED with several processes):
-never ids, tokens, keys, digests or addresses."""
+never ids, tokens, keys, digests or addresses.
+
+On the request path a labelled child is looked up once (`child`) and kept: prometheus_client's `labels()`
+takes a lock and builds a key on every call. Every label set is bounded (route names and statuses, codes,
+function names), and a child is never removed from its metric, so a kept child is the metric's own.
+"""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
+_CHILDREN: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+
+
+def child(metric: M, *labels: str) -> M:
+    """`metric.labels(*labels)`, looked up once per label set."""
+    key = (id(metric), labels)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*labels)
+    return found  # type: ignore[return-value]
+
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
@@ -32,6 +51,13 @@ DB_LATENCY: Final = Histogram(
     ["function"],
     registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0),
+)
+DB_GROUP: Final = Histogram(
+    "qinglong_shell_db_group_calls",
+    "Calls of a grouped route run as one statement (the calls of one function queued in one event-loop turn)",
+    ["function"],
+    registry=REGISTRY,
+    buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 CONNECTIONS_OPEN: Final = Gauge(
     "qinglong_shell_connections_open",

@@ -169,6 +169,7 @@ class RouteOf(Generic[B]):
     response: Variants[Any] | type[Message]
     permission: str | None = None
     serializable: bool = False
+    grouped: bool = False  # the calls of one loop turn run as one statement (db.Database.call)
     accepted: frozenset[str] = frozenset()  # statuses answered 202 (user routes)
     shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
     mints_token: bool = False
@@ -334,6 +335,7 @@ ROUTES: Final = (
     RouteOf(
         "worker.session.heartbeat", "POST", SESSION_BASE + "/heartbeat", "worker",
         _const(WorkerSessionHeartbeatRequest), "worker_session_heartbeat_v1", _heartbeat, WorkerSessionAlive,
+        grouped=True,
     ),
     RouteOf(
         "worker.offers.pull", "POST", SESSION_BASE + "/offers:pull", "worker", _const(OfferPullRequest),
@@ -346,6 +348,7 @@ ROUTES: Final = (
     RouteOf(
         "worker.lease_control", "POST", SESSION_BASE + "/lease-control", "worker",
         _const(LeaseControlRequest), "attempt_lease_control_v1", _lease_control, LEASE_CONTROL_RESPONSES,
+        grouped=True,
     ),
     RouteOf(
         "worker.artifacts", "POST", SESSION_BASE + "/offers/{offerId}/artifacts", "worker",

@@ -44,8 +44,10 @@ class TamperingDatabase(Database):
         self.function, self.tamper = function, tamper
         self.originals: list[dict[str, Any]] = []
 
-    async def call(self, function: str, args: Mapping[str, object], *, serializable: bool = False) -> dict[str, Any]:
-        result = await super().call(function, args, serializable=serializable)
+    async def call(
+        self, function: str, args: Mapping[str, object], *, serializable: bool = False, grouped: bool = False
+    ) -> dict[str, Any]:
+        result = await super().call(function, args, serializable=serializable, grouped=grouped)
         if function != self.function:
             return result
         self.originals.append(json.loads(json.dumps(result)))
@@ -162,9 +164,11 @@ class NonObjectDatabase(Database):
         super().__init__(dsn)
         self.function = function
 
-    async def call(self, function: str, args: Mapping[str, object], *, serializable: bool = False) -> dict[str, Any]:
+    async def call(
+        self, function: str, args: Mapping[str, object], *, serializable: bool = False, grouped: bool = False
+    ) -> dict[str, Any]:
         if function != self.function:
-            return await super().call(function, args, serializable=serializable)
+            return await super().call(function, args, serializable=serializable, grouped=grouped)
         query = f"select jsonb_build_array({statement(function, args)})"
         async with self._pool.connection() as conn:
             return await _fetch(conn, query, args)

@@ -15,6 +15,7 @@ import ssl
 
 import pytest
 
+from qinglong.shell.tls import worker_identity
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import (
     JSON,
@@ -116,3 +117,36 @@ async def test_another_workers_certificate_on_this_workers_path(
         # Control: A's own heartbeat is accepted (and writes the session's new expiry).
         reply = await a.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 1})
         assert reply.status == 200 and reply.json()["status"] == "alive", reply
+
+
+async def test_the_peer_certificate_is_read_once_per_connection(
+    pki: Pki, shell: Shell, seed: Seed, database: PgDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """qinglong.shell.app keeps a connection's worker identity with its TLS object: one keep-alive connection
+    reads its certificate once however many requests it carries; every new connection reads its own, so
+    another Worker's certificate on a new connection is still refused on this Worker's path."""
+    from qinglong.shell import app
+
+    read: list[str | None] = []
+
+    def counting(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> tuple[str, bytes] | None:
+        identity = worker_identity(ssl_object)
+        read.append(identity[0] if identity else None)
+        return identity
+
+    monkeypatch.setattr(app, "worker_identity", counting)
+    heartbeat = {"schema": SESSION_SCHEMA, "workerGeneration": 1}
+    async with WorkerClient(shell, seed.worker_a, pki.client_context(pki.worker_a)) as a:
+        assert (await a.open()).status == 200
+        for _ in range(3):
+            reply = await a.post("/heartbeat", heartbeat)
+            assert reply.status == 200 and reply.json()["status"] == "alive", reply
+        assert read == [seed.worker_a]
+    async with WorkerClient(shell, seed.worker_a, pki.client_context(pki.worker_b)) as b_as_a:
+        b_as_a.session_id, b_as_a.key = a.session_id, a.key
+        before = await ql_image(database.dsn())
+        for _ in range(2):
+            reply = await b_as_a.post("/heartbeat", heartbeat)
+            assert (reply.status, reply.code) == (401, "auth.certificate_mismatch"), reply
+        assert image_diff(before, await ql_image(database.dsn())) == {}
+        assert read == [seed.worker_a, seed.worker_b]

@@ -68,3 +68,28 @@ def test_a_plain_message_and_an_exception_stay_one_json_line(lines: io.StringIO)
     [line] = parsed(lines)
     assert (line["message"], line["exception"], line["level"]) == ("not json", "ValueError", "error")
     assert "secret-value" not in lines.getvalue() and "Traceback" not in lines.getvalue()
+
+
+def test_an_event_is_encoded_once_and_reads_the_same_as_text(
+    lines: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The formatter encodes the event's fields with its head (sorted, as the record's text has them) and
+    never parses the text back; any other handler still reads the record's text as the JSON object."""
+    kept: list[logging.LogRecord] = []
+
+    class Keeper(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keeper = Keeper()
+    LOG.addHandler(keeper)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr("qinglong.wire.logline.json.loads", lambda *a, **k: pytest.fail("parsed the text back"))
+            emit(LOG, logging.INFO, "request", route="worker.lease_control", status=200, ms=1.25, id=None)
+    finally:
+        LOG.removeHandler(keeper)
+    line = lines.getvalue().splitlines()[0]
+    assert list(json.loads(line))[3:] == ["event", "id", "ms", "route", "status"]
+    assert json.loads(kept[0].getMessage()) == {"event": "request", "id": None, "ms": 1.25,
+                                                "route": "worker.lease_control", "status": 200}  # fmt: skip
