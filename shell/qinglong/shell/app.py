@@ -222,7 +222,7 @@ async def _worker_identity(request: web.Request, route: Route, call: Call) -> by
         current = ql3w.verify(request.app[SECRET], cred, request.method, request.path, raw, int(time.time()))
     except WireError as exc:
         raise Refusal(exc.code, exc.message) from None
-    VERIFIED.labels("current" if current else "accepted").inc()
+    child(VERIFIED, "current" if current else "accepted").inc()
     call.session_id, call.generation, call.rekey = cred.session_id, cred.generation, not current
     return raw
 
