@@ -38,7 +38,7 @@ def _groups() -> tuple[float, float]:
 def _args(client: WorkerClient, offered: Offered, **changed: Any) -> dict[str, object]:
     """The lease-control arguments the route's own binder makes (`changed` overrides some afterwards)."""
     body = LeaseControlRequest.from_obj(offered.lease_control())
-    call = Call(match={}, body=body, cluster_secret=b"", worker_id=client.worker_id, session_id=client.session_id)
+    call = Call(match={}, body=body, keyring=None, worker_id=client.worker_id, session_id=client.session_id)
     return {**RENEW.bind(call), **changed}
 
 
