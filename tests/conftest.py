@@ -7,6 +7,7 @@ Touches: a temporary folder under /tmp (the cluster), the cluster's databases. f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -66,16 +67,30 @@ def template_db(cluster: Cluster) -> str:
     return TEMPLATE
 
 
-@pytest.fixture
-def database(cluster: Cluster, template_db: str) -> Iterator[Database]:
+@contextlib.contextmanager
+def fresh_database(
+    cluster: Cluster, *, template: str | None = None, deploy_to: str | None = None
+) -> Iterator[Database]:
+    """A new database, dropped afterwards: a copy of `template`, or deployed by sqitch up to `deploy_to` (a
+    change or a release tag: the deploy and upgrade tests start from an older schema than the template's)."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"create database {name} template {template_db}")
+        conn.execute(f"create database {name}" + (f" template {template}" if template else ""))
     try:
+        if deploy_to is not None:
+            argv = sqitch("deploy", "--to", deploy_to, cluster.sqitch_target(name))
+            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+            assert done.returncode == 0, done.stdout + done.stderr
         yield Database(cluster, name)
     finally:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute(f"drop database {name} with (force)")
+
+
+@pytest.fixture
+def database(cluster: Cluster, template_db: str) -> Iterator[Database]:
+    with fresh_database(cluster, template=template_db) as made:
+        yield made
 
 
 def processes_under(root: Path) -> list[int]:

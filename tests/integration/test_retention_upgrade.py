@@ -23,6 +23,7 @@ import pytest
 
 from qinglong import db
 from qinglong.devdb import Cluster
+from tests.conftest import fresh_database
 
 pytestmark = pytest.mark.db
 
@@ -32,15 +33,8 @@ FIXED_EXECUTOR: Final = "00000000-0000-4000-8000-000000000001"
 
 @pytest.fixture
 def released(cluster: Cluster) -> Iterator[str]:
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"create database {name}")
-    try:
-        sqitch(cluster, name, "deploy", "--to", RELEASE)
-        yield name
-    finally:
-        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"drop database {name} with (force)")
+    with fresh_database(cluster, deploy_to=RELEASE) as made:
+        yield made.name
 
 
 def sqitch(cluster: Cluster, name: str, *args: str) -> None:

@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Final
 
-import psycopg
 import pytest
 
 from qinglong import db
 from qinglong.devdb import Cluster
-from tests.conftest import Database
+from tests.conftest import Database, fresh_database
 from tests.integration.shell.conftest import user_call, user_http
 from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, poll, read_journal
 from tests.integration.worker.conftest import pki as pki  # the shell's session PKI, as the Worker tests use it
@@ -46,17 +43,8 @@ HEAD: Final = db.PROJECT / "deploy" / f"{REWORKED}.sql"
 @pytest.fixture
 def database(cluster: Cluster) -> Iterator[Database]:
     """Overrides the per-test clone of the HEAD template: a fresh database deployed to the release only."""
-    name = f"u_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"create database {name}")
-    try:
-        argv = db.sqitch("deploy", "--to", RELEASE, cluster.sqitch_target(name))
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-        yield Database(cluster, name)
-    finally:
-        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"drop database {name} with (force)")
+    with fresh_database(cluster, deploy_to=RELEASE) as made:
+        yield made
 
 
 async def sqitch(rig: Rig, command: str, *args: str) -> str:

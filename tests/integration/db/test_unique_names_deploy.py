@@ -16,7 +16,7 @@ import pytest
 
 from qinglong import db
 from qinglong.devdb import Cluster
-from tests.conftest import Database
+from tests.conftest import Database, fresh_database
 from tests.integration.db.factories import digest
 
 pytestmark = pytest.mark.db
@@ -32,17 +32,8 @@ def deploy(database: Database, to: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def before_change(cluster: Cluster) -> Iterator[Database]:
     """A fresh database deployed up to the change before ql/unique_names."""
-    name = f"n_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"create database {name}")
-    try:
-        database = Database(cluster, name)
-        done = deploy(database, f"{CHANGE}^")
-        assert done.returncode == 0, done.stdout + done.stderr
-        yield database
-    finally:
-        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"drop database {name} with (force)")
+    with fresh_database(cluster, deploy_to=f"{CHANGE}^") as made:
+        yield made
 
 
 def insert(conn: psycopg.Connection[Any], statement: str, *params: Any) -> uuid.UUID:
