@@ -3,6 +3,7 @@
 -- otherwise exit code 0 without an error code succeeds; any other end fails, and a failed Attempt
 -- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
 -- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
+-- The Run is written once (one UPDATE makes its move and takes both events' sequences).
 -- Convergence passes stable event ids (seed ADR-0118 §7); everyone else gets fresh server ids.
 -- signature: ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid)
 create or replace function ql.attempt_end(
@@ -25,6 +26,7 @@ declare
   v_attempt_status ql.attempt_status;
   v_run_status ql.run_status;
   v_retry_at bigint;
+  v_sequence bigint;
 begin
   v_attempt_status := case
     when p_run.cancel_reason = 'timeout' then 'timed_out'
@@ -44,15 +46,22 @@ begin
          ended_at_ms = p_now_ms, exit_code = p_exit_code, error_code = p_error_code,
          completion_digest = p_completion_digest
    where a.id = p_attempt.id;
-  update ql.runs r set current_attempt_id = null, retry_at_ms = v_retry_at where r.id = p_run.id;
+  -- The Run's one write: its move, and the sequences (and versions) of both events (ql.run_event_insert).
+  update ql.runs r
+     set current_attempt_id = null, retry_at_ms = v_retry_at, status = v_run_status,
+         ended_at_ms = case when v_run_status in ('succeeded', 'failed', 'cancelled', 'timed_out')
+                            then coalesce(r.ended_at_ms, p_now_ms) end,
+         version = r.version + 2, event_sequence = r.event_sequence + 2
+   where r.id = p_run.id
+  returning r.event_sequence into v_sequence;
 
-  perform ql.run_event(
-    p_run.id, null, 'attempt.' || v_attempt_status, p_actor_kind, p_actor_id, p_attempt.id,
+  perform ql.run_event_insert(
+    p_run.id, v_sequence - 1, 'attempt.' || v_attempt_status, p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
       'attemptNo', p_attempt.attempt_no, 'exitCode', p_exit_code, 'errorCode', p_error_code)),
     p_now_ms, 'attempt.ended:' || p_attempt.id::text, p_attempt_event_id);
-  perform ql.run_event(
-    p_run.id, v_run_status,
+  perform ql.run_event_insert(
+    p_run.id, v_sequence,
     case v_run_status when 'retry_wait' then 'run.retry_scheduled' else 'run.' || v_run_status end,
     p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('status', v_run_status, 'retryAtMs', v_retry_at)),

@@ -1,7 +1,17 @@
 -- ql.attempt_fence: take an Attempt's locks in the fixed order and check the Worker's full fence.
 -- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
 -- Lock order (all callers, so concurrent calls cannot deadlock):
---   advisory lock on the Attempt → worker session (FOR KEY SHARE) → run → attempt → lease (FOR NO KEY UPDATE)
+--   advisory lock on the Attempt → run (FOR NO KEY UPDATE)
+-- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
+-- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
+-- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
+-- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
+-- Run's row lock, which this fence holds.
+-- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
+-- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
+-- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
+-- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
+-- after it commits reads the ended session and is fenced.
 -- Identity columns (offer → attempt → run → project) never change, so they are compared before
 -- the locks; liveness (session, generation, lease generation, token digest) after them.
 -- Returns outcome = NULL when the caller holds the Attempt, else the typed result to return
@@ -27,7 +37,9 @@ language plpgsql
 volatile
 as $$
 declare
-  v_offer ql.offers;
+  v_offer_worker uuid;
+  v_identity boolean;
+  v_rows record;
   v_session ql.worker_sessions;
   v_invalid text;
 begin
@@ -48,23 +60,32 @@ begin
   end if;
 
   -- Identity (immutable columns, no locks yet). An offer made to another Worker does not exist for this one.
-  select * into v_offer from ql.offers o where o.id = p_offer_id;
-  if not found or v_offer.worker_id <> p_worker_id then
+  select o.worker_id,
+         o.attempt_id = p_attempt_id
+         and exists (select 1 from ql.run_attempts a join ql.runs r on r.id = a.run_id
+                      where a.id = p_attempt_id and r.id = p_run_id and r.project_id = p_project_id)
+    into v_offer_worker, v_identity
+    from ql.offers o where o.id = p_offer_id;
+  if v_offer_worker is null or v_offer_worker <> p_worker_id then
     outcome := ql.outcome('not_found', 'offer');
     return;
   end if;
-  if v_offer.attempt_id <> p_attempt_id
-     or not exists (select 1 from ql.run_attempts a join ql.runs r on r.id = a.run_id
-                    where a.id = p_attempt_id and r.id = p_run_id and r.project_id = p_project_id) then
+  if not v_identity then
     outcome := ql.outcome('fenced', 'identity_mismatch');
     return;
   end if;
 
+  -- One statement: the Run locked, its Attempt, Lease and the session as they are once the lock is held
+  -- (whoever writes the Attempt or its Lease holds the advisory lock taken just before).
   perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(p_attempt_id));
-  select * into v_session from ql.worker_sessions s where s.id = p_session_id for key share;
-  select * into run from ql.runs r where r.id = p_run_id for no key update;
-  select * into attempt from ql.run_attempts a where a.id = p_attempt_id for no key update;
-  select * into lease from ql.run_leases l where l.attempt_id = p_attempt_id for no key update;
+  select r as run, a as attempt, l as lease, s as session into v_rows
+    from ql.runs r
+    left join ql.run_attempts a on a.id = p_attempt_id
+    left join ql.run_leases l on l.attempt_id = p_attempt_id
+    left join ql.worker_sessions s on s.id = p_session_id
+   where r.id = p_run_id
+     for no key update of r;
+  run := v_rows.run; attempt := v_rows.attempt; lease := v_rows.lease; v_session := v_rows.session;
   now_ms := ql.now_ms();
 
   outcome := case
@@ -83,5 +104,5 @@ end;
 $$;
 
 comment on function ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea) is
-'Locks one Attempt (advisory → session → run → attempt → lease) and checks identity, session, generation, '
+'Locks one Attempt (advisory → run), reads Attempt, Lease and session and checks identity, session, generation, '
 'lease generation and token digest. outcome NULL = fence holds; otherwise the typed result to return. Never raises on input.';

@@ -2,12 +2,16 @@
 -- Bounded: identities, statuses, versions, times, the Run's cancel intent (time and reason, or
 -- nulls), the executor and at most one artifact per kind.
 -- Never contains the lease token or its digest.
+-- PL/pgSQL, not SQL: its one statement is planned once per session and the plan is cached (a SQL function
+-- with composite arguments called from PL/pgSQL is not inlined and was planned again on every call).
 -- signature: ql.attempt_snapshot(ql.runs, ql.run_attempts, ql.run_leases)
 create or replace function ql.attempt_snapshot(p_run ql.runs, p_attempt ql.run_attempts, p_lease ql.run_leases)
 returns jsonb
-language sql
+language plpgsql
 stable
-return pg_catalog.jsonb_build_object(
+as $$
+begin
+  return pg_catalog.jsonb_build_object(
   'projectId', (p_run).project_id,
   'runId', (p_run).id,
   'attemptId', (p_attempt).id,
@@ -36,6 +40,8 @@ return pg_catalog.jsonb_build_object(
                                   'artifactId', a.id, 'kind', a.kind,
                                   'sha256', pg_catalog.encode(a.sha256, 'hex'), 'size', a.size) order by a.kind)
                          from ql.artifacts a where a.attempt_id = (p_attempt).id), '[]'));
+end;
+$$;
 
 comment on function ql.attempt_snapshot(ql.runs, ql.run_attempts, ql.run_leases) is
 'The activation snapshot (see qinglong.wire activation contract). Pure read; never raises.';

@@ -1,12 +1,9 @@
 -- ql.run_event: append one event to a Run's stream, optionally moving the Run to a new status.
--- The ONLY writer of ql.run_events: one UPDATE bumps runs.version and runs.event_sequence together
--- and the event takes exactly that sequence, so sequences are contiguous from 1 per Run.
+-- One UPDATE bumps runs.version and runs.event_sequence together and the event takes exactly that sequence
+-- (ql.run_event_insert writes it and refuses a duplicate event id or dedupe key), so sequences are contiguous
+-- from 1 per Run. A caller that also changes other columns of the Run makes that one UPDATE itself and calls
+-- ql.run_event_insert (one write of the Run per call).
 -- The caller holds the Run's row lock and passes database time read after its locks.
--- Event ids and dedupe keys are unique: ql.run_events is partitioned by time, so no unique index spans it;
--- every dedupe key names its Run or one of its Attempts and every stable event id hashes its Run
--- (ql.stable_event_id), so a duplicate can only be an event of the same Run. Those are written one at a time
--- under the Run's row lock (the UPDATE below), and the next statement sees every committed one: the lookup
--- of the Run's events (its primary key prefix) raises unique_violation naming the unique key it stands for.
 -- signature: ql.run_event(uuid, ql.run_status, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)
 create or replace function ql.run_event(
   p_run_id uuid,
@@ -26,9 +23,6 @@ volatile
 as $$
 declare
   v_sequence bigint;
-  v_event_id uuid;
-  v_dup_id boolean;
-  v_dup_key boolean;
 begin
   update ql.runs r
      set status = coalesce(p_status, r.status),
@@ -42,22 +36,8 @@ begin
     raise exception using errcode = 'QLBUG', message = pg_catalog.format('ql.run_event: run %s does not exist', p_run_id);
   end if;
 
-  v_event_id := coalesce(p_event_id, pg_catalog.gen_random_uuid());
-  select pg_catalog.bool_or(e.event_id = v_event_id), pg_catalog.bool_or(e.dedupe_key = p_dedupe_key)
-    into v_dup_id, v_dup_key
-    from ql.run_events e
-   where e.run_id = p_run_id and (e.event_id = v_event_id or e.dedupe_key = p_dedupe_key);
-  if v_dup_id or v_dup_key then
-    raise exception using errcode = 'unique_violation',
-      constraint = case when v_dup_id then 'run_events_event_id_key' else 'run_events_dedupe_key_key' end,
-      message = pg_catalog.format('duplicate key value violates unique constraint "%s"',
-                                  case when v_dup_id then 'run_events_event_id_key' else 'run_events_dedupe_key_key' end);
-  end if;
-
-  insert into ql.run_events (run_id, sequence, event_id, dedupe_key, type, actor_kind, actor_id,
-                             attempt_id, payload, occurred_at_ms)
-  values (p_run_id, v_sequence, v_event_id, p_dedupe_key, p_type,
-          p_actor_kind, p_actor_id, p_attempt_id, coalesce(p_payload, '{}'), p_at_ms);
+  perform ql.run_event_insert(p_run_id, v_sequence, p_type, p_actor_kind, p_actor_id, p_attempt_id, p_payload,
+                              p_at_ms, p_dedupe_key, p_event_id);
   return v_sequence;
 end;
 $$;

@@ -42,10 +42,11 @@ begin
   if p_grace_ms is null or p_grace_ms not between 0 and 86400000 then return ql.outcome('invalid', 'grace_ms'); end if;
 
   v_now := ql.now_ms();
+  -- Live Attempts (claimed, starting, running) are the unended ones (ql.run_attempts_live_worker_idx).
   for v_candidate in
     select a.id as attempt_id, a.run_id
       from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id
-     where a.status in ('claimed', 'starting', 'running')
+     where a.ended_at_ms is null
        and l.expires_at_ms <= v_now - case when a.status = 'claimed' then 0 else p_grace_ms end
      order by l.expires_at_ms, a.id
      limit p_limit
@@ -83,10 +84,14 @@ begin
     end if;
   end loop;
 
+  -- A lost Run has no retry time (coalesce 0) and a retry_wait Run always has one, so "lost, or a due retry"
+  -- is the range coalesce(retry_at_ms, 0) <= now of ql.runs_retry_due_idx: an index range that ends at the
+  -- first retry not yet due, however many wait behind it.
+  v_now := ql.now_ms();
   for v_run in
     select * from ql.runs r
-     where r.cancel_requested_at_ms is null
-       and (r.status = 'lost' or (r.status = 'retry_wait' and r.retry_at_ms <= ql.now_ms()))
+     where r.cancel_requested_at_ms is null and r.status in ('lost', 'retry_wait')
+       and coalesce(r.retry_at_ms, 0) <= v_now
      order by coalesce(r.retry_at_ms, 0), r.id
      limit p_limit
      for no key update skip locked

@@ -20,7 +20,15 @@ set local role ql_owner;
 -- An Attempt that ended by completion answers terminal with the exact projection; old session,
 -- any other old version, expired Lease, token mismatch and state drift are fenced with a reason and
 -- change nothing.
--- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
+-- The fast path, the common renewal: after the Attempt's advisory lock (which every writer of an Attempt or
+-- its Lease takes first), ONE statement renews the Lease and bumps the Attempt with the whole fence and the
+-- renewal's own conditions in its WHERE — offer, identity, live unexpired session of this Worker and
+-- generation, lease generation, token digest, live Attempt, expected version, unexpired Lease, no deadline
+-- to act on — reading the session and the Run without locking them (no shared row locks: concurrent renewals
+-- of one Worker create no MultiXacts). When it matches nothing (a replay, a fence, a deadline passed, bad
+-- input) the full path below answers, exactly as before.
+-- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the
+-- advisory lock first); the full path: ql.attempt_fence (its lock order).
 -- Returns {"status":"renewed"|"stop_requested",…} | {"status":"terminal",…}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}. Never echoes the token or its digest.
 -- signature: ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint)
@@ -48,10 +56,40 @@ declare
   v_run ql.runs;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
+  v_now bigint;
+  v_answer jsonb;
 begin
   if p_expected_version is null or p_expected_version not between 1 and 9007199254740990 then
     return ql.outcome('invalid', 'expected_version');
   end if;
+
+  perform pg_advisory_xact_lock(ql.attempt_lock_key(p_attempt_id));
+  v_now := ql.now_ms();
+  with renewed as (
+    update ql.run_leases l
+       set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
+      from ql.offers o, ql.run_attempts a, ql.runs r, ql.worker_sessions s, ql.settings st
+     where l.attempt_id = p_attempt_id and l.lease_generation = p_lease_generation
+       and l.token_digest = p_token_digest and l.version = p_expected_version and l.expires_at_ms > v_now
+       and o.id = p_offer_id and o.attempt_id = l.attempt_id and o.worker_id = p_worker_id
+       and a.id = l.attempt_id and a.worker_generation = p_worker_generation
+       and a.status in ('claimed', 'starting', 'running')
+       and r.id = a.run_id and r.id = p_run_id and r.project_id = p_project_id
+       and (r.cancel_requested_at_ms is not null or a.deadline_at_ms is null or a.deadline_at_ms > v_now)
+       and s.id = p_session_id and s.worker_id = p_worker_id and s.status = 'live'
+       and s.expires_at_ms > v_now and s.worker_generation = p_worker_generation
+    returning l.attempt_id, l.version, l.expires_at_ms, a.deadline_at_ms, r.cancel_reason, r.cancel_requested_at_ms
+  ), bumped as (
+    update ql.run_attempts a set version = a.version + 1 from renewed where a.id = renewed.attempt_id
+  )
+  select jsonb_build_object(
+           'status', case when n.cancel_requested_at_ms is null then 'renewed' else 'stop_requested' end,
+           'leaseVersion', n.version, 'renewedAtMs', v_now, 'expiresAtMs', n.expires_at_ms,
+           'deadlineAtMs', n.deadline_at_ms, 'stopReason', n.cancel_reason,
+           'cancelRequestedAtMs', n.cancel_requested_at_ms)
+    into v_answer
+    from renewed n;
+  if v_answer is not null then return v_answer; end if;
 
   select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
                                         p_run_id, p_attempt_id, p_offer_id, p_lease_generation, p_token_digest);

@@ -14,7 +14,8 @@ set local role ql_owner;
 -- makes for a due retry no pull took first. A retry that loses to an older queued Run stays locked
 -- until this transaction ends (a concurrent pull skips it meanwhile) and is otherwise untouched.
 -- Creates the Attempt (claimed), its Lease (generation = attempt number, version 1, the token's
--- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK.
+-- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK. The
+-- claim is one write of the Run (current Attempt, count and the attempt.claimed event's sequence).
 -- The shell makes the raw token and passes only its digest; the token never reaches the database.
 -- offeredAtMs is the database time of this answer: the Worker's first local Lease expiry is its
 -- pull's send instant + leaseExpiresAtMs - offeredAtMs (never later than the database's).
@@ -27,8 +28,7 @@ set local role ql_owner;
 --   runs (FOR UPDATE SKIP LOCKED: the oldest due retry, then the oldest older queued Run; never waits,
 --   so the two row locks cannot deadlock; the offerable predicate lives on the run row, so a pull racing
 --   a commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
---   Attempt → attempt → lease (the order of ql.attempt_fence, which takes the session FOR KEY SHARE:
---   no conflict with this session lock).
+--   Attempt → attempt → lease (whoever writes an Attempt or its Lease holds its advisory lock first).
 -- Returns {"status":"offered","offer":{…,"plan":{…}}}
 --   | {"status":"empty","reason":"no_work"|"at_capacity"|"pull_spent"}
 --   | {"status":"invalid"|"fenced","reason"}.
@@ -57,6 +57,7 @@ declare
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
   v_offer ql.offers;
+  v_sequence bigint;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
   if p_session_id is null then return ql.outcome('invalid', 'session_id'); end if;
@@ -93,8 +94,9 @@ begin
     update ql.run_leases l set token_digest = p_token_digest where l.attempt_id = v_attempt.id;
     select * into v_run from ql.runs r where r.id = v_attempt.run_id;
   else
+    -- Live Attempts (claimed, starting, running) are the unended ones: ql.run_attempts_live_worker_idx.
     if (select count(*) from ql.run_attempts a
-        where a.worker_id = p_worker_id and a.status in ('claimed', 'starting', 'running')) >= v_session.capacity then
+        where a.worker_id = p_worker_id and a.ended_at_ms is null) >= v_session.capacity then
       return ql.outcome('empty', 'at_capacity');
     end if;
 
@@ -131,10 +133,13 @@ begin
     insert into ql.offers (id, attempt_id, worker_id, session_id, created_at_ms, expires_at_ms, pull_id)
     values (v_attempt.offer_id, v_attempt.id, p_worker_id, p_session_id, v_now, v_lease.expires_at_ms, p_pull_id)
     returning * into v_offer;
-    update ql.runs r set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no
-     where r.id = v_run.id;
-    perform ql.run_event(
-      v_run.id, null, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
+    update ql.runs r
+       set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no,
+           version = r.version + 1, event_sequence = r.event_sequence + 1
+     where r.id = v_run.id
+    returning r.event_sequence into v_sequence;
+    perform ql.run_event_insert(
+      v_run.id, v_sequence, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
       jsonb_build_object('attemptNo', v_attempt.attempt_no, 'workerId', p_worker_id,
                          'offerId', v_offer.id, 'offerExpiresAtMs', v_offer.expires_at_ms),
       v_now, 'attempt.claimed:' || v_attempt.id::text);

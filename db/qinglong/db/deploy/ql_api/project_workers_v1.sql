@@ -29,7 +29,7 @@ begin
                'name', w.name, 'pool', w.pool, 'generation', w.generation, 'status', w.status,
                'activeAttempts', (select count(*) from ql.run_attempts a join ql.runs r on r.id = a.run_id
                                    where a.worker_id = w.id and r.project_id = p_project_id
-                                     and a.status in ('claimed', 'starting', 'running')))
+                                     and a.ended_at_ms is null))
            order by w.name, w.id), '[]'::jsonb))
       from ql.workers w
      where w.pool in (select coalesce(r.plan_json ->> 'pool', 'default')

@@ -23,7 +23,7 @@ begin atomic
            ql.worker_presence(w.id) || jsonb_build_object(
              'workerId', w.id, 'name', w.name, 'pool', w.pool, 'generation', w.generation, 'status', w.status,
              'activeAttempts', (select count(*) from ql.run_attempts a
-                                 where a.worker_id = w.id and a.status in ('claimed', 'starting', 'running')),
+                                 where a.worker_id = w.id and a.ended_at_ms is null),
              'certNotAfterMs', w.cert_not_after_ms)
          order by w.name, w.id), '[]'::jsonb))
     from ql.workers w;

@@ -1,0 +1,95 @@
+-- Deploy qinglong:ql/attempt_fence to pg
+-- FROZEN COPY of db/functions/ql/attempt_fence.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql.attempt_fence: take an Attempt's locks in the fixed order and check the Worker's full fence.
+-- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
+-- Lock order (all callers, so concurrent calls cannot deadlock):
+--   advisory lock on the Attempt → worker session (FOR KEY SHARE) → run → attempt → lease (FOR NO KEY UPDATE)
+-- Identity columns (offer → attempt → run → project) never change, so they are compared before
+-- the locks; liveness (session, generation, lease generation, token digest) after them.
+-- Returns outcome = NULL when the caller holds the Attempt, else the typed result to return
+-- ({"status":"invalid"|"not_found"|"fenced","reason":…}); now_ms is database time after the locks.
+-- signature: ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea)
+create or replace function ql.attempt_fence(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_project_id uuid,
+  p_run_id uuid,
+  p_attempt_id uuid,
+  p_offer_id uuid,
+  p_lease_generation bigint,
+  p_token_digest bytea,
+  out outcome jsonb,
+  out now_ms bigint,
+  out run ql.runs,
+  out attempt ql.run_attempts,
+  out lease ql.run_leases
+)
+language plpgsql
+volatile
+as $$
+declare
+  v_offer ql.offers;
+  v_session ql.worker_sessions;
+  v_invalid text;
+begin
+  v_invalid := case
+    when p_worker_id is null then 'worker_id'
+    when p_session_id is null then 'session_id'
+    when p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then 'worker_generation'
+    when p_project_id is null then 'project_id'
+    when p_run_id is null then 'run_id'
+    when p_attempt_id is null then 'attempt_id'
+    when p_offer_id is null then 'offer_id'
+    when p_lease_generation is null or p_lease_generation not between 1 and 9007199254740991 then 'lease_generation'
+    when p_token_digest is null or pg_catalog.octet_length(p_token_digest) <> 32 then 'token_digest'
+  end;
+  if v_invalid is not null then
+    outcome := pg_catalog.jsonb_build_object('status', 'invalid', 'reason', v_invalid);
+    return;
+  end if;
+
+  -- Identity (immutable columns, no locks yet). An offer made to another Worker does not exist for this one.
+  select * into v_offer from ql.offers o where o.id = p_offer_id;
+  if not found or v_offer.worker_id <> p_worker_id then
+    outcome := ql.outcome('not_found', 'offer');
+    return;
+  end if;
+  if v_offer.attempt_id <> p_attempt_id
+     or not exists (select 1 from ql.run_attempts a join ql.runs r on r.id = a.run_id
+                    where a.id = p_attempt_id and r.id = p_run_id and r.project_id = p_project_id) then
+    outcome := ql.outcome('fenced', 'identity_mismatch');
+    return;
+  end if;
+
+  perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(p_attempt_id));
+  select * into v_session from ql.worker_sessions s where s.id = p_session_id for key share;
+  select * into run from ql.runs r where r.id = p_run_id for no key update;
+  select * into attempt from ql.run_attempts a where a.id = p_attempt_id for no key update;
+  select * into lease from ql.run_leases l where l.attempt_id = p_attempt_id for no key update;
+  now_ms := ql.now_ms();
+
+  outcome := case
+    when v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live'
+      then ql.outcome('fenced', 'stale_session')
+    when v_session.expires_at_ms <= now_ms
+      then ql.outcome('fenced', 'session_expired')
+    when v_session.worker_generation <> p_worker_generation or attempt.worker_generation <> p_worker_generation
+      then ql.outcome('fenced', 'stale_generation')
+    when lease.lease_generation <> p_lease_generation
+      then ql.outcome('fenced', 'stale_lease_generation')
+    when lease.token_digest <> p_token_digest
+      then ql.outcome('fenced', 'token_mismatch')
+  end;
+end;
+$$;
+
+comment on function ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea) is
+'Locks one Attempt (advisory → session → run → attempt → lease) and checks identity, session, generation, '
+'lease generation and token digest. outcome NULL = fence holds; otherwise the typed result to return. Never raises on input.';
+
+commit;
