@@ -212,6 +212,46 @@ def _rewrite(rig: Rig, state: str, **changes: object) -> None:
         conn.close()
 
 
+async def test_a_worker_back_between_its_starting_ack_and_the_spawn_renews_first_so_a_lost_answer_stops_nothing(
+    rig: Rig,
+) -> None:
+    """A Worker killed between its starting ACK and the spawn comes back with little of the offer's Lease left
+    (here 0.15 s of 30, less than a tick). Spawned on that, one lost renewal answer would let the local Lease
+    run out and the runner's switch would stop a healthy task (the chaos test saw it). It renews first; the
+    answer is lost and the local Lease runs out meanwhile, but with no process yet the database decides: the
+    next tick's renewal (a replay) is answered, and the task runs to its exit 0 on that Lease."""
+    run = rig.add_run({"argv": ["sh", "-c", "sleep 1"], "maxAttempts": 1})
+    client = rig.client()
+
+    def lose_the_replay(call: Call) -> None:  # the starting ACK is answered, the replay before the spawn is not
+        if call.name == "starting" and len(client.named("starting")) == 1:
+            rig.served.lose["starting"] = 1
+
+    client.on_answer = lose_the_replay
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.served.lost == ["starting"])
+    assert rig.state() == "starting_acknowledged" and rig.record().handle is None
+    await lc.stop()
+    _rewrite(rig, "starting_acknowledged", lease_expires_boottime_ns=boottime_ns() + 150_000_000)
+
+    spy = rig.client()
+    again = rig.lifecycle(spy)
+    rig.served.lose["lease-control"] = 1  # the renewal before the spawn commits; its answer is cut
+    await again.start()  # it scans its journal and takes the record on as far as it can
+    await asyncio.sleep(0.3)  # a tick's wait: the 0.15 s of local Lease run out meanwhile
+    await rig.tick_until(again, lambda: rig.run_status(run) in ENDED_RUN, every=0.3)
+    assert rig.served.lost == ["starting", "lease-control"]
+    handle = rig.record().handle
+    assert handle is not None
+    assert status_file(handle) == {"exitCode": 0, "signal": None}, "a lost answer stopped a healthy task"
+    assert rig.run_status(run) == "succeeded" and len(rig.attempts(run)) == 1
+    names = [c.name for c in spy.calls if c.error is None]
+    assert names.index("lease-control") < names.index("running"), f"spawned before a renewal was answered: {names}"
+    assert not [c for c in spy.calls if isinstance(c.error, Refused)]
+    _events_ok(rig, run)
+
+
 async def test_a_restart_mid_launch_adopts_the_spawned_task_from_its_evidence(rig: Rig) -> None:
     rig.set_lease_ttl(5000)
     run = rig.add_run({"argv": ["sh", "-c", "sleep 2; exit 4"], "maxAttempts": 1})

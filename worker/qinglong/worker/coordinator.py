@@ -44,7 +44,7 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from qinglong.wire import CompletionRequest, LeaseControlRequest, OutputAppendRequest
+from qinglong.wire import CompletionRequest, LeaseControlRequest, LeaseControlResponse, OutputAppendRequest
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.worker.client import (
@@ -89,6 +89,21 @@ def next_chunk(size: int, shipped: Shipped | None, limit: int = CHUNK_MAX_BYTES)
     if size <= start:
         return None
     return start, min(limit, size - start)
+
+
+async def renew(client: WorkerIngressHttpsClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
+    """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
+    inbox as it leaves the Lease (renewed | stop_requested: the new version and local expiry, counted from the
+    send instant; terminal: unchanged). Raises what the client raises."""
+    body = LeaseControlRequest(
+        **inbox.fence(session.generation), offer_id=inbox.offer_id, expected_version=inbox.lease_version
+    )
+    left = inbox.lease_left_s()
+    sent_at = boottime_ns()
+    answer = await client.lease_control(session, body, timeout_s=None if left is None else max(MIN_CALL_S, left))
+    if answer.status == "terminal":
+        return answer, inbox
+    return answer, inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
 
 
 class WorkerRemoteExecutionControlCoordinator:
@@ -214,14 +229,8 @@ class WorkerRemoteExecutionControlCoordinator:
         return self._save(record, "completed", inbox.replace(snapshot=snapshot, reason=done.status)), True
 
     async def _lease_control(self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session) -> Record:
-        body = LeaseControlRequest(
-            **inbox.fence(session.generation), offer_id=inbox.offer_id, expected_version=inbox.lease_version
-        )
-        left = inbox.lease_left_s()
-        timeout_s = None if left is None else max(MIN_CALL_S, left)
-        sent_at = boottime_ns()
         try:
-            answer = await self._client.lease_control(session, body, timeout_s=timeout_s)
+            answer, renewed = await renew(self._client, session, inbox)
         except (TransportError, Unauthenticated):
             if inbox.expired_locally():  # the call outlived the Lease: stop now, not a tick later
                 return await self._stop_lease_lost(record, inbox, handle)
@@ -236,7 +245,6 @@ class WorkerRemoteExecutionControlCoordinator:
             return self._save(
                 record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
             )
-        renewed = inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
         record = self._save(record, record.state, renewed)  # persist before acting (seed ADR-0118 §4 item 4)
         if renewed.lease_expires_boottime_ns is not None:
             with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late

@@ -2,10 +2,10 @@
 the one way they save a record. Touches the journal (compare-and-set) and the `qinglong.worker` log.
 
 The record holds the offer exactly as received (with its lease token: the journal file is 0600),
-the newest persisted Lease version and its conservative local expiry on CLOCK_BOOTTIME, the
-activation snapshot, the launch nonce and durable process handle, the exit and the reason a record
-was isolated. (Records written before task output shipped carry `receipts` of an uploaded log: read
-and dropped.)
+the newest persisted Lease version, its conservative local expiry on CLOCK_BOOTTIME and the length of
+the Lease that call granted, the activation snapshot, the launch nonce and durable process handle, the
+exit and the reason a record was isolated. (Records written before task output shipped carry
+`receipts` of an uploaded log: read and dropped.)
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Inbox:
     # the Lease plus the time the database said was left. None only in records older than offeredAtMs.
     lease_expires_boottime_ns: int | None = None
     boot_id: str | None = None
+    lease_window_ms: int | None = None  # what that call granted (None in records written before it was kept)
     snapshot: Mapping[str, Any] | None = None
     launch_nonce: str | None = None
     handle: Mapping[str, Any] | None = None
@@ -59,7 +60,10 @@ class Inbox:
     def granted(self, lease_version: int, sent_at_ns: int, left_ms: int) -> Inbox:
         """The Lease as a call sent at `sent_at_ns` left it: `left_ms` to run, counted from the send."""
         return self.replace(
-            lease_version=lease_version, lease_expires_boottime_ns=sent_at_ns + left_ms * 1_000_000, boot_id=boot_id()
+            lease_version=lease_version,
+            lease_expires_boottime_ns=sent_at_ns + left_ms * 1_000_000,
+            boot_id=boot_id(),
+            lease_window_ms=left_ms,
         )
 
     def lease_left_s(self) -> float | None:
@@ -73,6 +77,12 @@ class Inbox:
     def expired_locally(self) -> bool:
         left = self.lease_left_s()
         return left is not None and left <= 0
+
+    def short_of_lease(self) -> bool:
+        """Less than half of the Lease last granted is left (or its length is not known): too little to spawn on,
+        since one lost renewal answer would then leave no time for another before the local expiry."""
+        left = self.lease_left_s()
+        return left is not None and (self.lease_window_ms is None or left * 1000 < self.lease_window_ms / 2)
 
     def fence(self, generation: int) -> dict[str, Any]:
         """The Attempt fence fields every Attempt-scoped request carries (AttemptFence keyword arguments)."""

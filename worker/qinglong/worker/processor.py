@@ -6,8 +6,13 @@ accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snap
 → persist `starting_acknowledged` → replay the starting ACK just before spawning → `launching`
 (with a launch nonce) → spawn the runner wrapper in its own process group, its dead-man's switch set
 to the local Lease expiry → `started` (durable handle) → running ACK → `running_acknowledged`.
+A task is never spawned on a Lease that one lost answer would let expire: when less than half of the Lease
+last granted is left at the spawn (a Worker back from a crash or a freeze between its pull and the spawn),
+or none, the Processor renews it first and persists the renewal; with no process yet the database, not the
+local expiry, decides (renewed, or fenced once it expired there too), and no answer means the next tick
+tries again.
 A starting ACK answered `not_started` (the Run carries a cancel intent; the database ended the
-Attempt) completes the record without a spawn; so does nothing once the local Lease has expired.
+Attempt) completes the record without a spawn.
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
 anything). Every step is persisted before
@@ -29,6 +34,7 @@ from qinglong.worker.client import (
     Unauthenticated,
     WorkerIngressHttpsClient,
 )
+from qinglong.worker.coordinator import renew
 from qinglong.worker.executor import Executor, ExecutorRefused
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
@@ -114,13 +120,23 @@ class Processor:
         ack = await self._ack(session, inbox, "starting")  # the replay just before spawn: the lease still holds
         if ack.status == "not_started":
             return self._not_started(record, inbox, ack)
-        if inbox.expired_locally():  # too late to start: never spawn past the local Lease
-            return self._save(record, "start_failed", inbox.replace(error_code="lease.expired_before_start"))
         if ack.status != "already_starting":
             state: State = "control_plane_terminal" if ack.status == "already_terminal" else "recovery_required"
             return self._save(record, state, inbox.replace(reason=f"replay answered {ack.status}"))
+        if inbox.short_of_lease():  # also when it expired locally: no process yet, so the database decides
+            return await self._renew(record, session, inbox)
         record = self._save(record, "launching", inbox.replace(launch_nonce=secrets.token_hex(16)))
         return await self._spawn(record, Inbox.from_data(record.data))
+
+    async def _renew(self, record: Record, session: Session, inbox: Inbox) -> Record:
+        """Renew the Lease of a task not spawned yet, and persist it; the next pass replays the starting ACK
+        and spawns (or, under a cancel intent, gets not_started). No answer: the next tick tries again."""
+        answer, renewed = await renew(self._client, session, inbox)
+        if answer.status == "terminal":
+            return self._save(
+                record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
+            )
+        return self._save(record, record.state, renewed)
 
     def _resume_launch(self, record: Record, inbox: Inbox) -> Record:
         """A restart found `launching`: decide from the launch's evidence (files and process identity)."""

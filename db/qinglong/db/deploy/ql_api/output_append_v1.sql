@@ -21,7 +21,7 @@ set local role ql_owner;
 -- Storing needs the Attempt live (starting or running, else fenced state_drift) and its Lease unexpired
 -- (else fenced lease_expired), as ql_api.artifact_upload_v1 does for a new artifact.
 -- Input is checked before any lock; invalid input changes nothing.
--- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease), then the stream's
+-- Lock order: ql.attempt_fence (its header states it), then the stream's
 -- ql.output_streams row (FOR UPDATE; inserted first when missing).
 -- Returns {"status":"appended","stream","nextOffset","headBytes","tailBytes"}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}.
