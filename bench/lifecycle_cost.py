@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 POOL = "cost"
 LIFECYCLES = 200
+HISTORY = 1000  # lifecycles before ANALYZE
 RENEWALS = 500
 SOAK_CONNECTIONS = 8
 SOAK_RENEWALS = 250  # per connection
@@ -195,19 +196,27 @@ def _next_multixact(admin: psycopg.Connection[Any]) -> int:
     return int(_one(admin, "select next_multixact_id::text::bigint from pg_control_checkpoint()"))
 
 
-def lifecycle(dsn: str, count: int = LIFECYCLES) -> Row:
-    """Per lifecycle, the mean over `count` (after as many unmeasured ones): statements, WAL, rows."""
+def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
+    """Per lifecycle, the mean over `count` (after `history` lifecycles, VACUUM ANALYZE and `count` unmeasured
+    ones): statements, WAL, rows, and where its execution time goes: each inner statement's µs per lifecycle
+    (`inner`, most first). The calls run in a superuser session that sets pg_stat_statements.track = all for
+    itself, then `set role ql_runtime`."""
     with (
         psycopg.connect(dsn, autocommit=True) as admin,
-        psycopg.connect(_dsn(dsn, user="ql_runtime"), autocommit=True) as rt,
+        psycopg.connect(dsn, autocommit=True) as rt,
     ):
+        has_pgss = _statements(admin) is not None
+        if has_pgss:
+            rt.execute("set pg_stat_statements.track = 'all'")
+        rt.execute("set role ql_runtime")
         fix = _Fixture(admin, rt)
         worker, session = fix.worker(1)
-        fix.queue(count * 9 // 4 + 1)
-        admin.execute("vacuum analyze")
+        fix.queue(count * 9 // 4 + history + 1)
+        for _ in range(history):  # the statistics then know Attempts, Leases, Offers and events
+            _lifecycle(rt, worker, session)
+        admin.execute("vacuum analyze")  # (cached plans are made again after it)
         for _ in range(count):  # warm: cached plans, pages already written since the checkpoint below
             _lifecycle(rt, worker, session)
-        has_pgss = _statements(admin) is not None
         if has_pgss:
             admin.execute("select pg_stat_statements_reset()")
         counters = _Counters(admin, rt)
@@ -215,12 +224,25 @@ def lifecycle(dsn: str, count: int = LIFECYCLES) -> Row:
             _lifecycle(rt, worker, session)
         d = counters.delta()
         stmts = _statements(admin) if has_pgss else None
+        inner = _inner(admin) if has_pgss else []
     out: Row = {k: v / count for k, v in d.items() if k != "updates_hot_by_table"}
     out["updates_hot_by_table"] = {k: [v[0] / count, v[1] / count] for k, v in d["updates_hot_by_table"].items()}
     if stmts is not None:
         out["inner_statements"] = stmts[0] / count
         out["calls"] = stmts[1] / count
+        out["inner"] = [(query, calls / count, ms * 1000 / count) for query, calls, ms in inner]
     return out
+
+
+def _inner(admin: psycopg.Connection[Any]) -> list[tuple[str, int, float]]:
+    """(statement, calls, total execution ms) of every inner statement since the reset, most time first. A
+    statement's time includes the statements it runs (a nested function call's time counts its body too)."""
+    rows = admin.execute(
+        "select regexp_replace(query, '\\s+', ' ', 'g'), calls::bigint, total_exec_time from pg_stat_statements"
+        " where not toplevel and calls > 0 and dbid = (select oid from pg_database where datname = current_database())"
+        " order by total_exec_time desc"
+    ).fetchall()
+    return [(str(q), int(c), float(t)) for q, c, t in rows]
 
 
 def _pgbench_wal(dsn: str, transactions: int) -> Row:

@@ -2,11 +2,12 @@
 of ONE Worker at once; MultiXacts created per renewal, from pg_control_checkpoint()'s next MultiXact id
 after a CHECKPOINT before and after), the retry scan of ql_api.lease_expiry_reconcile_v1 with 100,000 Runs
 waiting for a retry and none due (shared buffers hit + read of its statements in one call, from
-pg_stat_statements with track = all), then the figures combined with (a) and (b) of the same run:
+pg_stat_statements with track = all), where one lifecycle's execution time goes (its inner statements), then
+the figures combined with (a) and (b) of the same run:
 written to bench/results.json as `perf` (a figure this run did not measure keeps its earlier value) and
 as a table of figure, target and what bounds it.
 
-Touches: databases `soak` and `retry_scan` (cloned from the template), bench/results.json, the
+Touches: databases `soak`, `retry_scan` and `anatomy` (cloned from the template), bench/results.json, the
 cluster's statistics (pg_stat_statements reset) and two CHECKPOINTs.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import psycopg
 
+from bench import lifecycle_cost
 from bench.common import (
     REPO,
     Env,
@@ -232,9 +234,41 @@ def bounds(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> list[str]
     return out
 
 
+def anatomy(env: Env) -> dict[str, Any]:
+    """Where one lifecycle's execution time in PostgreSQL goes (bench/lifecycle_cost.py on its own database)."""
+    env.create_database("anatomy")
+    with psycopg.connect(env.dsn("anatomy"), autocommit=True) as conn:
+        conn.execute("create extension pg_stat_statements")  # its view, in this database too
+    found = lifecycle_cost.lifecycle(env.dsn("anatomy"))
+    say(f"(h) lifecycle anatomy: {found['inner_statements']:.0f} inner statements, {fmt(found['wal_bytes'])} B of WAL")
+    return found
+
+
+def anatomy_lines(found: dict[str, Any], top: int = 12) -> str:
+    """The inner statements that took the most time, per lifecycle."""
+    total = sum(us for query, _, us in found["inner"] if not _container(query))
+    rows = [
+        [f"`{query[:90]}`", f"{calls:.2f}", fmt(us), "call: includes its body" if _container(query) else ""]
+        for query, calls, us in found["inner"][:top]
+    ]
+    return (
+        f"**Where a lifecycle's time in PostgreSQL goes.** {lifecycle_cost.LIFECYCLES} lifecycles over SQL on one "
+        "connection (after as many unmeasured), `pg_stat_statements.track = all`: per lifecycle "
+        f"{found['inner_statements']:.0f} inner statements in {found['calls']:.0f} calls, {fmt(found['wal_bytes'])} B "
+        f"of WAL in {found['wal_records']:.0f} records, {found['rows_written']:.0f} rows written; the statements "
+        f"that are not calls of a function executed {fmt(total)} µs. The {top} that took longest, µs per lifecycle:\n\n"
+        + table(["statement", "runs per lifecycle", "µs per lifecycle", ""], rows)
+    )
+
+
+def _container(query: str) -> bool:
+    """A statement that calls a ql function (its time includes the statements of that function)."""
+    return query.lower().startswith(("select ql.", "select * from ql.", "select * into"))
+
+
 async def run(env: Env, seconds: float, a: dict[str, Any], b: dict[str, Any]) -> Result:
     say(f"(h) renewal soak: {SOAK_CONNECTIONS} connections, one Worker, {seconds:.0f} s")
-    h = {"soak": await soak(env, seconds), "retry": retry_scan(env)}
+    h = {"soak": await soak(env, seconds), "retry": retry_scan(env), "anatomy": anatomy(env)}
     found = figures(a, b, h)
     perf = record(found)
     rows = []
@@ -267,6 +301,8 @@ async def run(env: Env, seconds: float, a: dict[str, Any], b: dict[str, Any]) ->
         f"`pg_stat_statements.track = all`: {retry['call_ms']:.1f} ms, {fmt(retry['call_buffers'])} shared buffers "
         "(hit + read) for the whole call; its statements:\n\n"
         f"{scan_lines}\n\nThe figure counts the statements that select on `retry_at_ms`.\n\n"
+        + anatomy_lines(h["anatomy"])
+        + "\n\n"
         "What bounds the figures, measured in this run:\n\n" + "".join(f"- {line}\n" for line in bounds(a, b, h))
     )
     summary = ["(h) " + ", ".join(f"{k} {v}" for k, v in found.items())]
