@@ -105,26 +105,70 @@ class _Fixture:
             )
 
 
-def _started(rt: psycopg.Connection[Any], worker: str, session: str) -> tuple[tuple[Any, ...], int]:
+One = Callable[[psycopg.Connection[Any], str, tuple[Any, ...]], Any]
+
+
+def _started(rt: psycopg.Connection[Any], worker: str, session: str, one: One = _one) -> tuple[tuple[Any, ...], int]:
     """Pull and ACK starting and running: the fence arguments and the Lease version."""
     digest = hashlib.sha256(os.urandom(32)).digest()
-    pulled = _one(rt, PULL, (worker, session, digest))
+    pulled = one(rt, PULL, (worker, session, digest))
     assert pulled["status"] == "offered", pulled
     o = pulled["offer"]
     fence = (o["projectId"], o["runId"], o["attemptId"], o["offerId"], o["leaseGeneration"], digest)
-    starting = _one(rt, ACTIVATE, ("starting", worker, session, *fence))
+    starting = one(rt, ACTIVATE, ("starting", worker, session, *fence))
     assert starting["status"] == "applied", starting
-    running = _one(rt, ACTIVATE, ("running", worker, session, *fence))
+    running = one(rt, ACTIVATE, ("running", worker, session, *fence))
     assert running["status"] == "applied", running
     return fence, int(running["snapshot"]["leaseVersion"])
 
 
-def _lifecycle(rt: psycopg.Connection[Any], worker: str, session: str) -> None:
-    fence, version = _started(rt, worker, session)
-    renewed = _one(rt, RENEW, (worker, session, *fence, version))
+def _lifecycle(rt: psycopg.Connection[Any], worker: str, session: str, one: One = _one) -> None:
+    fence, version = _started(rt, worker, session, one)
+    renewed = one(rt, RENEW, (worker, session, *fence, version))
     assert renewed["status"] == "renewed", renewed
-    done = _one(rt, COMPLETE, (worker, session, *fence, renewed["leaseVersion"]))
+    done = one(rt, COMPLETE, (worker, session, *fence, renewed["leaseVersion"]))
     assert done["runStatus"] == "succeeded", done
+
+
+def _fence_loop_us(admin: psycopg.Connection[Any], worker: str, session: str, fence: tuple[Any, ...]) -> float:
+    """µs a call of ql.attempt_fence takes in a loop inside ONE transaction (its locks, snapshot and plans then
+    already there): what the fence itself costs, beside what a call pays per transaction."""
+    notices: list[str] = []
+    admin.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    with admin.transaction():
+        admin.execute(
+            "create temporary table fence_args on commit drop as select %s::uuid w, %s::uuid s, %s::uuid p,"
+            " %s::uuid r, %s::uuid a, %s::uuid o, %s::bigint g, %s::bytea d",
+            (worker, session, *fence),
+        )
+        admin.execute(
+            "do $$ declare x record; f record; t timestamptz; begin select * into x from fence_args;"
+            " for i in 1..200 loop select * into f from ql.attempt_fence(x.w, x.s, 1, x.p, x.r, x.a, x.o, x.g, x.d);"
+            " end loop; t := clock_timestamp();"
+            " for i in 1..2000 loop select * into f from ql.attempt_fence(x.w, x.s, 1, x.p, x.r, x.a, x.o, x.g, x.d);"
+            " end loop; raise notice '%', extract(epoch from clock_timestamp() - t) * 1e6 / 2000; end $$"
+        )
+    return float(notices[-1])
+
+
+def _relation_locks(rt: psycopg.Connection[Any], worker: str, session: str) -> list[tuple[str, int, int]]:
+    """One lifecycle, each call in a transaction that counts, before it commits, the tables and indexes it holds
+    a lock on, and how many of its locks went through the shared lock table (beyond the per-backend fast path):
+    (call, relations, shared)."""
+    found: list[tuple[str, int, int]] = []
+
+    def counted(conn: psycopg.Connection[Any], query: str, args: tuple[Any, ...]) -> Any:
+        with conn.transaction():
+            answer = _one(conn, query, args)
+            locks, shared = conn.execute(
+                "select count(distinct relation), count(*) filter (where not fastpath) from pg_locks"
+                " where pid = pg_backend_pid() and locktype = 'relation'"
+            ).fetchone() or (0, 0)
+        found.append((query.split("(")[0].removeprefix("select ql_api."), int(locks), int(shared)))
+        return answer
+
+    _lifecycle(rt, worker, session, counted)
+    return found
 
 
 class _Counters:
@@ -225,12 +269,20 @@ def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
         d = counters.delta()
         stmts = _statements(admin) if has_pgss else None
         inner = _inner(admin) if has_pgss else []
+        locks = _relation_locks(rt, worker, session)
+        fence, _ = _started(rt, worker, session)
+        loop_us = _fence_loop_us(admin, worker, session, fence)
+        run_indexes = _one(admin, "select count(*) from pg_index where indrelid = 'ql.runs'::regclass")
+        event_partitions = _one(admin, "select count(*) from pg_inherits where inhparent = 'ql.run_events'::regclass")
     out: Row = {k: v / count for k, v in d.items() if k != "updates_hot_by_table"}
     out["updates_hot_by_table"] = {k: [v[0] / count, v[1] / count] for k, v in d["updates_hot_by_table"].items()}
     if stmts is not None:
         out["inner_statements"] = stmts[0] / count
         out["calls"] = stmts[1] / count
         out["inner"] = [(query, calls / count, ms * 1000 / count) for query, calls, ms in inner]
+    out["relation_locks"] = locks
+    out["fence_loop_us"] = loop_us
+    out["run_indexes"], out["event_partitions"] = run_indexes, event_partitions
     return out
 
 

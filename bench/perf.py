@@ -217,7 +217,9 @@ def bounds(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> list[str]
             f"A lifecycle spent {total:.2f} ms executing in PostgreSQL against {b['exec_ms_per_job']:.2f} ms a "
             "Procrastinate job: "
             + ", ".join(f"`{k}` {v:.2f} ms" for k, v in calls[:4])
-            + f"; WAL {fmt(b['wal_per_lifecycle'])} B a lifecycle against {fmt(b['wal_per_job'])} B a job."
+            + f"; WAL {fmt(b['wal_per_lifecycle'])} B a lifecycle against {fmt(b['wal_per_job'])} B a job. Where it "
+            "goes, statement by statement, and what each transaction pays: *Where a lifecycle's time in PostgreSQL "
+            "goes* above."
         )
     if h and h["retry"]["scan_buffers"] is not None:
         n, waiting = h["retry"]["scan_buffers"], h["retry"]["waiting"]
@@ -251,13 +253,25 @@ def anatomy_lines(found: dict[str, Any], top: int = 12) -> str:
         [f"`{query[:90]}`", f"{calls:.2f}", fmt(us), "call: includes its body" if _container(query) else ""]
         for query, calls, us in found["inner"][:top]
     ]
+    locks = ", ".join(
+        f"`{call}` {n} ({shared} through the shared lock table)" for call, n, shared in found["relation_locks"]
+    )
+    fence_us = sum(us for query, _, us in found["inner"] if "ql.attempt_fence(" in query) / 3  # three fenced calls
     return (
         f"**Where a lifecycle's time in PostgreSQL goes.** {lifecycle_cost.LIFECYCLES} lifecycles over SQL on one "
-        "connection (after as many unmeasured), `pg_stat_statements.track = all`: per lifecycle "
+        f"connection (after a history of {lifecycle_cost.HISTORY:,} lifecycles, VACUUM ANALYZE and "
+        f"{lifecycle_cost.LIFECYCLES} unmeasured), `pg_stat_statements.track = all`: per lifecycle "
         f"{found['inner_statements']:.0f} inner statements in {found['calls']:.0f} calls, {fmt(found['wal_bytes'])} B "
         f"of WAL in {found['wal_records']:.0f} records, {found['rows_written']:.0f} rows written; the statements "
         f"that are not calls of a function executed {fmt(total)} µs. The {top} that took longest, µs per lifecycle:\n\n"
         + table(["statement", "runs per lifecycle", "µs per lifecycle", ""], rows)
+        + "\n\nWhat a call pays is mostly per transaction: `ql.attempt_fence` took "
+        f"{fence_us:.0f} µs a fenced call here and {found['fence_loop_us']:.0f} µs a call in a loop inside one "
+        "transaction (its locks, snapshot and plans already there). Each transaction takes a snapshot and locks every "
+        f"table and index it touches (a non-HOT update of a Run writes all {found['run_indexes']} indexes of "
+        f"`ql.runs`; an event insert checks each of the {found['event_partitions']} month partitions of "
+        "`ql.run_events` for a duplicate). Tables and indexes a call locks, before it "
+        f"commits, in order: {locks}."
     )
 
 
