@@ -6,15 +6,17 @@ function and parameter names come from the route table (checked as identifiers h
 request, and no other SQL is ever built here. Raw tokens and session keys never reach it (only their
 SHA-256 digests do). A serializable call retries 40001 and 40P01 a bounded number of times.
 
-A grouped call (a route that says so: routes.Route.grouped) waits for the end of the event loop's turn: the
-calls of one function queued in that turn run as one statement, `select ql_api.f(…), ql_api.f(…), …` (at
-most GROUP_MAX, in the order of their arguments so that concurrent groups lock rows in one order), in one
-transaction, each call's jsonb its own answer. A fence or an invalid request is an answer, not an error, so
-it changes nothing for its neighbours; when the statement fails in the database (an error raised by one
-call, a conflict) it rolled back as a whole and every call runs again on its own; when the connection
-fails (the statement's fate unknown) or the database cannot serve, every call fails as it would alone. One
-round trip and one commit for the group instead of one per call: what a renewal costs the shell and
-PostgreSQL (bench/RESULTS.md) is mostly the round trip and the commit.
+A grouped call (a route that says so: routes.Route.grouped) joins the next group of its function. A group
+takes a connection from the pool, then every call of that function queued by then — those of one event-loop
+turn at least, and while every connection is busy all that arrived meanwhile (group commit) — and runs them
+as one statement, `select ql_api.f(…), ql_api.f(…), …` (at most GROUP_MAX, the oldest; in the order of their
+arguments so that concurrent groups lock rows in one order), in one transaction, each call's jsonb its own
+answer. A fence or an invalid request is an answer, not an error, so it changes nothing for its neighbours;
+when the statement fails in the database (an error raised by one call, a conflict) it rolled back as a whole
+and every call runs again on its own, one after the other on that connection; when the connection fails (the
+statement's fate unknown) or the database cannot serve, every call fails as it would alone. One round trip
+and one commit for the group instead of one per call: what a renewal costs the shell and PostgreSQL
+(bench/RESULTS.md) is mostly the round trip and the commit.
 
 A failure is classified by its SQLSTATE (docs/operations.md §10): the database cannot serve now
 (UNAVAILABLE: a lost or refused connection, a shutdown, a read-only standby after a failover) is
@@ -167,6 +169,7 @@ class Database:
             check=self._check,
         )
         self._queued: dict[tuple[str, tuple[str, ...]], list[_Queued]] = {}
+        self._waiting: set[tuple[str, tuple[str, ...]]] = set()  # keys whose next group waits for a connection
         self._groups: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -208,7 +211,7 @@ class Database:
     async def call(
         self, function: str, args: Mapping[str, object], *, serializable: bool = False, grouped: bool = False
     ) -> dict[str, Any]:
-        """Call ql_api.<function>(name => value, …) in its own transaction (grouped: in its loop turn's group)
+        """Call ql_api.<function>(name => value, …) in its own transaction (grouped: in its function's next group)
         and return its jsonb result."""
         started = time.perf_counter()
         try:
@@ -229,54 +232,80 @@ class Database:
             child(DB_LATENCY, function).observe(time.perf_counter() - started)
 
     async def _grouped(self, function: str, args: Mapping[str, object]) -> dict[str, Any]:
-        """Queue the call in this loop turn's group of `function` (the first one schedules the group)."""
+        """Queue the call for the next group of `function` (the first call queued schedules that group)."""
         key = (function, tuple(args))
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        queued = self._queued.get(key)
-        if queued is None:
-            queued = self._queued[key] = []
-            loop.call_soon(self._start_groups, key)
-        queued.append((args, future))
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(key, []).append((args, future))
+        if key not in self._waiting:
+            self._schedule(key)
         return await future
 
-    def _start_groups(self, key: tuple[str, tuple[str, ...]]) -> None:
-        queued = sorted(self._queued.pop(key), key=lambda q: tuple(str(v) for v in q[0].values()))
-        for first in range(0, len(queued), GROUP_MAX):
-            task = asyncio.ensure_future(self._group(key, queued[first : first + GROUP_MAX]))
-            self._groups.add(task)
-            task.add_done_callback(self._groups.discard)
+    def _schedule(self, key: tuple[str, tuple[str, ...]]) -> None:
+        self._waiting.add(key)
+        task = asyncio.ensure_future(self._group(key))
+        self._groups.add(task)
+        task.add_done_callback(self._groups.discard)
 
-    async def _group(self, key: tuple[str, tuple[str, ...]], queued: list[_Queued]) -> None:
+    async def _group(self, key: tuple[str, tuple[str, ...]]) -> None:
+        """Take a connection, then every call of `key` queued by then (at most GROUP_MAX, the oldest; the rest
+        make the next group) and run them as one statement, in the order of their arguments."""
         function, names = key
-        child(DB_GROUP, function).observe(len(queued))
+        queued: list[_Queued] = []
         try:
-            if len(queued) == 1:
-                await self._alone(function, *queued[0])
-                return
-            values = [args[name] for args, _ in queued for name in names]
-            try:
-                async with self._pool.connection() as conn:
-                    cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
-                    await cur.execute(group_statement(function, names, len(queued)), values)
-                    row = await cur.fetchone()
-            except psycopg.Error as exc:
-                if isinstance(exc, psycopg.OperationalError) or (exc.sqlstate or "").startswith(UNAVAILABLE):
-                    for _, future in queued:  # its fate unknown, or nothing can run now: each fails as alone
-                        _settle(future, exc)
-                else:  # rolled back as a whole, or never sent: each call again, alone
-                    await asyncio.gather(*(self._alone(function, args, future) for args, future in queued))
-                return
-            answers = row if row is not None and len(row) == len(queued) else [None] * len(queued)
-            for (_, future), answer in zip(queued, answers, strict=True):
-                _settle(future, answer)
+            async with self._pool.connection() as conn:
+                self._waiting.discard(key)
+                waiting = self._queued.pop(key, [])
+                queued, rest = waiting[:GROUP_MAX], waiting[GROUP_MAX:]
+                if rest:
+                    self._queued[key] = rest
+                    self._schedule(key)
+                queued.sort(key=lambda q: tuple(str(v) for v in q[0].values()))
+                child(DB_GROUP, function).observe(len(queued))
+                await self._run_group(conn, function, names, queued)
+        except psycopg.Error as exc:  # no connection (PoolTimeout), or it failed: each fails as it would alone
+            for _, future in queued or self._take(key):
+                _settle(future, exc)
         finally:  # a bug or a cancelled task (shutdown) never leaves a request waiting
-            for _, future in queued:
+            for _, future in queued or self._take(key):
                 _settle(future, RuntimeError("the group ended without this call's answer"))
 
-    async def _alone(self, function: str, args: Mapping[str, object], future: asyncio.Future[dict[str, Any]]) -> None:
+    def _take(self, key: tuple[str, tuple[str, ...]]) -> list[_Queued]:
+        """The calls still queued for a group that never got a connection."""
+        self._waiting.discard(key)
+        return self._queued.pop(key, [])
+
+    async def _run_group(
+        self, conn: psycopg.AsyncConnection[Any], function: str, names: tuple[str, ...], queued: list[_Queued]
+    ) -> None:
+        if len(queued) == 1:
+            await self._alone(conn, function, *queued[0])
+            return
+        values = [args[name] for args, _ in queued for name in names]
         try:
-            _settle(future, await self._once(f"select {statement(function, args)}", args, False))
+            cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+            await cur.execute(group_statement(function, names, len(queued)), values)
+            row = await cur.fetchone()
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError) or (exc.sqlstate or "").startswith(UNAVAILABLE):
+                for _, future in queued:  # its fate unknown, or nothing can run now: each fails as alone
+                    _settle(future, exc)
+            else:  # rolled back as a whole: each call again, alone, one after the other on this connection
+                for args, future in queued:
+                    await self._alone(conn, function, args, future)
+            return
+        answers = row if row is not None and len(row) == len(queued) else [None] * len(queued)
+        for (_, future), answer in zip(queued, answers, strict=True):
+            _settle(future, answer)
+
+    async def _alone(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        function: str,
+        args: Mapping[str, object],
+        future: asyncio.Future[dict[str, Any]],
+    ) -> None:
+        try:
+            _settle(future, await _fetch(conn, f"select {statement(function, args)}", args))
         except (psycopg.Error, BadProjection) as exc:
             _settle(future, exc)
 

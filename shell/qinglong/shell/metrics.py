@@ -54,7 +54,7 @@ DB_LATENCY: Final = Histogram(
 )
 DB_GROUP: Final = Histogram(
     "qinglong_shell_db_group_calls",
-    "Calls of a grouped route run as one statement (the calls of one function queued in one event-loop turn)",
+    "Calls of a grouped route run as one statement (the calls of one function queued until a connection was free)",
     ["function"],
     registry=REGISTRY,
     buckets=(1, 2, 4, 8, 16, 32, 64),

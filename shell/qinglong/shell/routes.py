@@ -169,7 +169,7 @@ class RouteOf(Generic[B]):
     response: Variants[Any] | type[Message]
     permission: str | None = None
     serializable: bool = False
-    grouped: bool = False  # the calls of one loop turn run as one statement (db.Database.call)
+    grouped: bool = False  # its calls run in groups, one statement each (db.Database.call)
     accepted: frozenset[str] = frozenset()  # statuses answered 202 (user routes)
     shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
     mints_token: bool = False

@@ -1,5 +1,6 @@
 """Grouped calls (qinglong.shell.db, routes.Route.grouped): the lease-control calls queued in one event-loop
-turn run as one statement, and each still gets its own answer: a fenced neighbour is answered fenced and
+turn run as one statement (and those that arrive while every connection is busy, as the next one), and each
+still gets its own answer: a fenced neighbour is answered fenced and
 changes nothing, a call that fails in the database is re-run alone and fails alone (its neighbours renewed
 exactly once), and a lost connection fails each call as it would alone. Also that the same renewals
 through the shell's HTTPS route are grouped under concurrency and answered each for itself.
@@ -14,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from qinglong.shell.db import DatabaseFault, StorageUnavailable
+from qinglong.shell.db import Database, DatabaseFault, StorageUnavailable
 from qinglong.shell.metrics import REGISTRY
 from qinglong.shell.routes import ROUTES, Call
 from qinglong.wire import LeaseControlRequest
@@ -93,6 +94,38 @@ async def test_one_statement_each_its_own_answer(pki: Pki, shell: Shell, seed: S
         assert _groups() == (count + 1, total + 3)
         assert [r["status"] for r in answers] == ["renewed"] * 3, answers
         assert _versions(database.dsn(), offers) == [before[0] + 2, before[1] + 1, before[2] + 1]
+
+
+async def test_calls_that_arrive_while_every_connection_is_busy_make_one_group(
+    pki: Pki, shell: Shell, seed: Seed, database: PgDatabase
+) -> None:
+    """Group commit: with the pool's one connection held by a renewal that waits on a row lock, renewals sent in
+    separate event-loop turns queue behind it and then run as ONE statement, each answered for its own Attempt."""
+    async with WorkerClient(shell, seed.worker_a, pki.client_context(pki.worker_a)) as a:
+        first, *rest = await _running(a, 4)
+        db = Database(database.runtime_dsn, max_size=1)
+        await db.open()
+        try:
+            with psycopg.connect(database.dsn()) as blocker:
+                blocker.execute(
+                    "select 1 from ql.run_leases where attempt_id = %s for update", (first.offer["attemptId"],)
+                )
+                count, total = _groups()
+                held = asyncio.ensure_future(db.call(FUNCTION, _args(a, first), grouped=True))
+                later = []
+                for offered in rest:  # one per turn, while the connection waits on the lock
+                    await asyncio.sleep(0.05)
+                    later.append(asyncio.ensure_future(db.call(FUNCTION, _args(a, offered), grouped=True)))
+                await asyncio.sleep(0.1)
+                assert not held.done() and not any(c.done() for c in later)
+                blocker.rollback()
+            answers = [await held, *[await c for c in later]]
+        finally:
+            await db.close()
+        assert _groups() == (count + 2, total + 4), "the three queued behind the first did not make one group"
+        assert [r["status"] for r in answers] == ["renewed"] * 4, answers
+        assert [r["leaseVersion"] for r in answers] == [o.lease_version + 1 for o in (first, *rest)]
+        assert _versions(database.dsn(), [first, *rest]) == [o.lease_version + 1 for o in (first, *rest)]
 
 
 async def test_a_lost_connection_fails_each_call_alone(
