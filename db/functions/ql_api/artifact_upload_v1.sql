@@ -2,7 +2,7 @@
 -- Content is capped by ql.settings.artifact_max_bytes and must hash to the declared SHA-256.
 -- One artifact per kind per Attempt: an exact replay returns the same receipt (also after the
 -- Attempt ended); a different content for the same kind is fenced.
--- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
+-- Lock order: ql.attempt_fence's (its header states it).
 -- Returns {"status":"stored","receipt":{"artifactId","kind","sha256","size"}} | {"status":"invalid"|"not_found"|"fenced","reason"}.
 -- signature: ql_api.artifact_upload_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bytea, integer, bytea)
 -- grant execute: ql_runtime

@@ -4,7 +4,7 @@
 -- Attempt's stored artifacts. ql.attempt_end decides the outcome: a cancel intent gives
 -- cancelled|timed_out, else exit 0 succeeds, else failed (or a retry). An exact replay of the
 -- accepted completion answers already_completed; any other completion of an ended Attempt is fenced.
--- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
+-- Lock order: ql.attempt_fence's (its header states it).
 -- Returns {"status":"completed"|"already_completed","runStatus","attemptStatus","snapshot":{…}}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}.
 -- signature: ql_api.attempt_complete_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint, integer, text, jsonb)

@@ -15,7 +15,7 @@ set local role ql_owner;
 --   failed (or cancelled/timed_out under a cancel intent) through ql.attempt_end.
 -- Replays answer already_starting | already_running | already_terminal with the exact snapshot;
 -- an ACK out of order or after the Lease expired is fenced, and changes nothing.
--- Lock order: ql.attempt_fence (advisory Attempt → session → run → attempt → lease).
+-- Lock order: ql.attempt_fence's (its header states it).
 -- Returns {"status":"applied"|"not_started"|"already_starting"|"already_running"|"already_terminal","snapshot":{…}}
 --   | {"status":"invalid"|"not_found"|"fenced","reason"}.
 -- signature: ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text)

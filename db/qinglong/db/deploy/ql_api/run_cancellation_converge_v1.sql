@@ -18,7 +18,7 @@ set local role ql_owner;
 -- Event ids are computed only for locked candidates, from ql.stable_event_id over the Run/Attempt and the
 -- intent's timestamp, so a retried pass reproduces them and the unique event_id refuses a double write.
 -- Lock order: run (FOR NO KEY UPDATE SKIP LOCKED) → Attempt advisory lock (TRY: a busy Attempt is
---   blocked, never waited for, so the documented advisory → session → run order cannot deadlock) → attempt → lease.
+--   blocked, never waited for, so the fence's order, advisory → run, cannot deadlock) → attempt → lease.
 -- Returns {"status":"ok","scanned","converged","blocked","convergedRunIds":[…],"blockedRunIds":[…]}
 --   | {"status":"invalid","reason":"limit"}.
 -- signature: ql_api.run_cancellation_converge_v1(integer)
