@@ -331,6 +331,28 @@ async def test_a_journal_deleted_under_a_running_worker_fails_closed_and_the_tas
     assert rig.run_status(run) == "running"  # the database recovers it (lost, retried) by itself
 
 
+async def test_a_journal_deleted_between_the_pull_and_the_spawn_starts_nothing(rig: Rig) -> None:
+    """The journal is deleted right after a pull's answer arrived (within the tick, after its check): the offer
+    is written to the deleted file, and nothing is started on it (no starting ACK, no launch). The claim is the
+    database's to abandon; a restart with a fresh journal would know nothing of a task (the chaos test saw one
+    run to its exit 0 unreported, and its only try counted lost)."""
+    run = rig.add_run({"argv": ["sh", "-c", "echo must-not-run"], "maxAttempts": 1})
+    client = rig.client()
+
+    def delete_journal(call: Call) -> None:
+        if call.name == "pull" and isinstance(call.result, OfferOffered):
+            rig.journal_path.unlink()
+
+    client.on_answer = delete_journal
+    lc = rig.lifecycle(client)
+    await lc.start()
+    await rig.tick_until(lc, lambda: lc.failed_closed)
+    assert [c.name for c in client.calls if c.name in ("starting", "running")] == []
+    assert not rig.work_dir.exists() or not any(rig.work_dir.iterdir()), "a launch folder exists: something started"
+    [attempt] = rig.attempts(run)
+    assert attempt["status"] == "claimed"
+
+
 async def test_a_full_disk_loses_one_journal_write_and_the_restarted_worker_replays_the_renewal(rig: Rig) -> None:
     """The renewal commits in the database, the journal cannot record it (ENOSPC, a real tmpfs), the
     Worker stops with a journal error; restarted with space again, it replays the renewal and the

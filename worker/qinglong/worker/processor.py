@@ -50,8 +50,12 @@ class Processor:
         self._executor = executor
 
     async def process(self, record: Record, session: Session) -> Record:
-        """Advance one record as far as it can go now; return the record as persisted."""
+        """Advance one record as far as it can go now; return the record as persisted. Nothing moves on a
+        journal deleted or replaced under this Worker (checked before every step): a restart would not find
+        what it wrote, so it never starts a task there (the lifecycle fails closed at its next tick)."""
         for _ in range(6):  # each pass moves at most one state
+            if self._journal.replaced():
+                return record
             advanced = await self._step(record, session)
             if advanced is None:
                 return record
