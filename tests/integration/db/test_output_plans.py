@@ -225,9 +225,9 @@ def test_a_trim_is_one_range_of_the_primary_key(database: Database, seeded: dict
     }  # fmt: skip
     assert_no_seq_scan(plans)
     plan = statement(plans, "delete from ql.output_chunks c where c.attempt_id = p_attempt_id")
-    [scan] = scans_of(plan, "output_chunks")
-    assert scan["Index Name"] == "output_chunks_pkey", scan
-    assert "byte_offset >=" in scan["Index Cond"] and "byte_offset <" in scan["Index Cond"], scan["Index Cond"]
+    [scan] = scans_of(plan, "output_chunks")  # an index scan, or a bitmap heap scan over the index's range
+    [index] = using(plan, "output_chunks_pkey")  # the planner picks either with the statistics of the moment
+    assert "byte_offset >=" in index["Index Cond"] and "byte_offset <" in index["Index Cond"], index["Index Cond"]
     # The 10 chunks the 1000 new bytes pushed out of the tail window (and the one that still reaches into it), not
     # the thousands of others.
     assert scan["Actual Rows"] == 10 and scan.get("Rows Removed by Filter", 0) <= 1, scan
