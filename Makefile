@@ -14,7 +14,7 @@ demo: setup
 sandbox: setup
 	.venv/bin/python -m qinglong.cli.demo --sandbox
 
-# Rewrite the deploy/revert/verify scripts (in db/qinglong/db) of every db/functions file (after editing one).
+# Rewrite the deploy/revert/verify scripts (db/deploy, db/revert, db/verify) of every db/functions and db/schema file (after editing one).
 sync: setup
 	.venv/bin/python scripts/sync_functions.py
 

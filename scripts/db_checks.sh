@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Database checks against the cluster in PGHOST/PGPORT (started by `python -m qinglong.devdb run`):
-# sqitch deploy → verify → revert to nothing → deploy again, then pgTAP (pg_prove) over db/tests
+# sqitch deploy → verify → revert to nothing → deploy again, then pgTAP (pg_prove) over db/test
 # and plpgsql_check over every function.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 db=qinglong_checks
 target="db:pg://${PGUSER}@${PGHOST}:${PGPORT}/${db}"
 psql -qAt -v ON_ERROR_STOP=1 -d postgres -c "create database ${db}"
-sqitch() { command sqitch --chdir db/qinglong/db "$@"; }
+sqitch() { command sqitch "$@"; }
 sqitch deploy "$target"
 sqitch verify "$target"
 sqitch revert -y "$target"
 sqitch deploy "$target"
 psql -qAt -v ON_ERROR_STOP=1 -d "$db" -c "create extension pgtap" -c "create extension plpgsql_check"
-pg_prove -d "$db" --recurse --ext .sql db/tests
+pg_prove -d "$db" --recurse --ext .sql db/test
 # plpgsql_check: every PL/pgSQL function of ql and ql_api, errors and warnings both fail.
 problems=$(psql -qAt -v ON_ERROR_STOP=1 -d "$db" <<'SQL'
 select p.oid::regprocedure || ': ' || c.level || ' ' || c.message

@@ -1,9 +1,11 @@
-"""Write each function's sqitch deploy/revert/verify scripts (in the sqitch project, db/qinglong/db) from its
-db/functions file. Touches: only those scripts (never a frozen `<change>@<tag>.sql` copy).
+"""Write the sqitch deploy scripts of db/functions and db/schema, and the revert and verify scripts of
+db/functions. Touches: only db/deploy, db/revert and db/verify (never a frozen `<change>@<tag>.sql` copy).
 
-db/functions/<schema>/<name>.sql is the reviewable truth (docs/architecture.md §2). sqitch hashes only
-the deploy script, and a later rework must keep the old body, so the deploy script is a FROZEN
-COPY of the function file, not an include. Usage:
+db/functions/<schema>/<name>.sql (one routine) and db/schema/<change>.sql (tables, types, indexes: a whole
+script, transaction included) are the reviewable truth (docs/architecture.md §2). sqitch hashes only the
+deploy script, and a later rework must keep the old body, so a deploy script is a FROZEN COPY of its
+source, not an include. A schema change's revert and verify are written by hand in db/revert and
+db/verify; a function's are derived here. Usage:
 
     python scripts/sync_functions.py           # write the scripts
     python scripts/sync_functions.py --check   # exit 1 and name every script that drifted
@@ -20,8 +22,9 @@ script writes deploy/<change>.sql and verify/<change>.sql as for any function, a
 RESTORES the previous instance: the body of deploy/<change>@<tag>.sql (between its header and `commit;`)
 with exactly its grants (every role's privilege is revoked first; the body grants its own again). If
 the signature or kind changed, the new routine is dropped first instead. Only a never-reworked
-function's revert is `drop`. It never writes a frozen copy: a missing one, or a deploy copy that is no
-longer what this script once wrote, is an error in both modes, and then nothing is written.
+function's revert is `drop`. A schema change is never reworked (a later change alters what it made).
+It never writes a frozen copy: a missing one, or a deploy copy that is no longer what this script once
+wrote, is an error in both modes, and then nothing is written.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from qinglong.db import PROJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ROOT / "db" / "functions"
+SCHEMA = ROOT / "db" / "schema"
 ROLES = ("ql_owner", "ql_runtime", "ql_scheduler", "ql_readonly")
 FOLDERS = ("deploy", "revert", "verify")
 DEPLOY_TAIL = "\n\ncommit;\n"
@@ -69,13 +73,16 @@ def parse(path: Path, functions: Path = FUNCTIONS) -> Routine:
     return parse_text(path.relative_to(functions).with_suffix("").as_posix(), path.read_text(), path)
 
 
-def deploy_head(change: str) -> str:
+def frozen_head(change: str, source: str) -> str:
     return (
         f"-- Deploy qinglong:{change} to pg\n"
-        f"-- FROZEN COPY of db/functions/{change}.sql, written by scripts/sync_functions.py.\n"
+        f"-- FROZEN COPY of db/{source}/{change}.sql, written by scripts/sync_functions.py.\n"
         "-- Edit that file and re-run the script; never edit this one.\n"
-        "begin;\nset local role ql_owner;\n\n"
     )
+
+
+def deploy_head(change: str) -> str:
+    return frozen_head(change, "functions") + "begin;\nset local role ql_owner;\n\n"
 
 
 def deploy(r: Routine) -> str:
@@ -139,7 +146,7 @@ def verify(r: Routine) -> str:
     return "\n".join(lines) + "\n"
 
 
-def frozen_tags(plan: str, project: Path) -> tuple[dict[str, list[str]], list[str]]:
+def frozen_tags(plan: str, scripts: Path) -> tuple[dict[str, list[str]], list[str]]:
     """Per reworked change, the tag of each earlier instance's frozen scripts, oldest first (the last
     one is the instance a revert restores); and what is missing. sqitch's rule: of the tags between an
     instance and the next, the first whose deploy/<change>@<tag>.sql exists."""
@@ -153,7 +160,7 @@ def frozen_tags(plan: str, project: Path) -> tuple[dict[str, list[str]], list[st
         at = [i for i, e in enumerate(entries) if e == change]
         for start, end in itertools.pairwise(at):
             between = [e[1:] for e in entries[start:end] if e.startswith("@")]
-            found = next((t for t in between if (project / "deploy" / f"{change}@{t}.sql").is_file()), None)
+            found = next((t for t in between if (scripts / "deploy" / f"{change}@{t}.sql").is_file()), None)
             if found is None:
                 missing.append(f"deploy/{change}@<{' or '.join(between) or 'a tag'}>.sql")
                 continue
@@ -161,7 +168,7 @@ def frozen_tags(plan: str, project: Path) -> tuple[dict[str, list[str]], list[st
             missing += [
                 f"{folder}/{change}@{found}.sql"
                 for folder in FOLDERS[1:]
-                if not (project / folder / f"{change}@{found}.sql").is_file()
+                if not (scripts / folder / f"{change}@{found}.sql").is_file()
             ]
     return tags, missing
 
@@ -169,35 +176,44 @@ def frozen_tags(plan: str, project: Path) -> tuple[dict[str, list[str]], list[st
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="report drift instead of writing")
-    ap.add_argument("--project", type=Path, default=PROJECT, help="the sqitch project (default: qinglong.db)")
+    ap.add_argument("--project", type=Path, default=PROJECT, help="the sqitch project (default: the repository)")
     ap.add_argument("--functions", type=Path, default=FUNCTIONS, help="the function files (default: db/functions)")
+    ap.add_argument("--schema", type=Path, default=SCHEMA, help="the schema scripts (default: db/schema)")
     args = ap.parse_args()
-    project, functions = args.project.resolve(), args.functions.resolve()
-    reworked, missing = frozen_tags((project / "sqitch.plan").read_text(), project)
-    shown = project.relative_to(ROOT) if project.is_relative_to(ROOT) else project
+    project, functions, schema = args.project.resolve(), args.functions.resolve(), args.schema.resolve()
+    scripts = project / "db"
+    reworked, missing = frozen_tags((project / "sqitch.plan").read_text(), scripts)
+    shown = scripts.relative_to(ROOT) if scripts.is_relative_to(ROOT) else scripts
     if missing:  # a revert restores from them: write nothing until they are back
         for m in missing:
             print(f"missing: {shown / m}, a frozen copy of a reworked change (restore it from git)", file=sys.stderr)
         return 1
-    drifted: list[str] = []
+    wanted: list[tuple[str, str, str]] = []  # (folder, change, text)
     for path in sorted(functions.rglob("*.sql")):
         r = parse(path, functions)
         back = revert(r)
         if r.change in reworked:
             tag = reworked[r.change][-1]
-            previous = project / "deploy" / f"{r.change}@{tag}.sql"
+            previous = scripts / "deploy" / f"{r.change}@{tag}.sql"
             back = restore(r, parse_text(r.change, frozen_body(r.change, previous), previous), tag)
-        for folder, text in (("deploy", deploy(r)), ("revert", back), ("verify", verify(r))):
-            target = project / folder / f"{r.change}.sql"
-            if target.exists() and target.read_text() == text:
-                continue
-            if args.check:
-                drifted.append(f"{folder}/{r.change}.sql")
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
+        wanted += [("deploy", r.change, deploy(r)), ("revert", r.change, back), ("verify", r.change, verify(r))]
+    for path in sorted(schema.rglob("*.sql")):
+        change = path.relative_to(schema).with_suffix("").as_posix()
+        if change in reworked:
+            raise SystemExit(f"{path}: a schema change is never reworked; add a change that alters it")
+        wanted.append(("deploy", change, frozen_head(change, "schema") + path.read_text()))
+    drifted: list[str] = []
+    for folder, change, text in wanted:
+        target = scripts / folder / f"{change}.sql"
+        if target.exists() and target.read_text() == text:
+            continue
+        if args.check:
+            drifted.append(f"{folder}/{change}.sql")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
     for d in drifted:
-        print(f"drift: {shown / d} differs from its db/functions source", file=sys.stderr)
+        print(f"drift: {shown / d} differs from its db/functions or db/schema source", file=sys.stderr)
     return 1 if drifted else 0
 
 

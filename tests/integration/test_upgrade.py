@@ -36,8 +36,8 @@ RELEASE: Final = "@v0.1.0"
 REWORKED: Final = "ql_api/subject_create_v1"
 CANCEL: Final = "qinglong/run-cancellation@v1"
 EMPTY_TOKEN_DIGEST: Final = bytes.fromhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-TAGGED: Final = db.PROJECT / "deploy" / f"{REWORKED}@{RELEASE[1:]}.sql"
-HEAD: Final = db.PROJECT / "deploy" / f"{REWORKED}.sql"
+TAGGED: Final = db.SCRIPTS / "deploy" / f"{REWORKED}@{RELEASE[1:]}.sql"
+HEAD: Final = db.SCRIPTS / "deploy" / f"{REWORKED}.sql"
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Each function's sqitch deploy script is a frozen copy of its db/functions file (docs/architecture.md §2):
-editing a function without re-running scripts/sync_functions.py fails here. A reworked change (listed in
+"""Each sqitch deploy script is a frozen copy of its db/functions or db/schema file (docs/architecture.md §2):
+editing one without re-running scripts/sync_functions.py fails here. A reworked change (listed in
 the plan again after a tag) keeps its earlier instance's frozen <change>@<tag>.sql scripts, and its revert
 restores the tagged body; a never-reworked function's revert drops it. Touches: copies of the sqitch project
 and of db/functions in tmp_path (the repository's files are only read)."""
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.db import PROJECT
+from qinglong.db import PROJECT, SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = REPO / "db" / "functions"
+SCHEMA = REPO / "db" / "schema"
 SYNC = REPO / "scripts" / "sync_functions.py"
 REWORKED = "ql_api/subject_create_v1"  # reworked after @v0.1.0: it refuses the empty token's digest
 
@@ -45,7 +46,7 @@ def instances(project: Path = PROJECT) -> dict[str, list[str | None]]:
             found.setdefault(name, []).append("")
             continue
         tags = [e for e in entries[i + 1 : later[0]] if e.startswith("@")]
-        suffix = next((t for t in tags if (project / "deploy" / f"{name}{t}.sql").is_file()), None)
+        suffix = next((t for t in tags if (project / "db" / "deploy" / f"{name}{t}.sql").is_file()), None)
         found.setdefault(name, []).append(suffix)
     return found
 
@@ -56,7 +57,7 @@ def function_changes() -> set[str]:
 
 def tagged_body(project: Path, change: str, suffix: str) -> str:
     """The function text of a frozen deploy copy: between its header and `commit;`."""
-    text = (project / "deploy" / f"{change}{suffix}.sql").read_text()
+    text = (project / "db" / "deploy" / f"{change}{suffix}.sql").read_text()
     return text.split("set local role ql_owner;\n\n", 1)[1].rsplit("\n\ncommit;\n", 1)[0]
 
 
@@ -77,7 +78,7 @@ def test_every_function_file_is_a_change_of_the_plan_with_every_instance_scripte
         for suffix in suffixes:
             assert suffix is not None, f"{change}: an earlier instance has no frozen <change>@<tag>.sql copy"
             for folder in ("deploy", "revert", "verify"):
-                path = PROJECT / folder / f"{change}{suffix}.sql"
+                path = SCRIPTS / folder / f"{change}{suffix}.sql"
                 assert path.is_file(), f"{folder} script of {change}{suffix} missing"
 
 
@@ -93,7 +94,7 @@ def test_a_reworked_revert_restores_the_tagged_body_and_never_drops() -> None:
     reworked = {c for c, s in instances().items() if len(s) > 1 and c in function_changes()}
     assert REWORKED in reworked
     for change in reworked:
-        revert = (PROJECT / "revert" / f"{change}.sql").read_text()
+        revert = (SCRIPTS / "revert" / f"{change}.sql").read_text()
         previous = tagged_body(PROJECT, change, instances()[change][-2] or "")
         current = (FUNCTIONS / f"{change}.sql").read_text().rstrip()
         assert "create or replace" in previous
@@ -104,7 +105,7 @@ def test_a_reworked_revert_restores_the_tagged_body_and_never_drops() -> None:
         assert re.search(
             r"^revoke all on (function|procedure) .* from public, ql_runtime, ql_scheduler, ql_readonly;$", revert, re.M
         )
-    assert "empty_token" not in (PROJECT / "revert" / f"{REWORKED}.sql").read_text()
+    assert "empty_token" not in (SCRIPTS / "revert" / f"{REWORKED}.sql").read_text()
 
 
 def test_a_never_reworked_function_is_dropped_by_its_revert() -> None:
@@ -114,7 +115,7 @@ def test_a_never_reworked_function_is_dropped_by_its_revert() -> None:
     for change in once:
         signature = re.search(r"^-- signature: (\S.*)$", (FUNCTIONS / f"{change}.sql").read_text(), re.M)
         assert signature is not None, change
-        revert = (PROJECT / "revert" / f"{change}.sql").read_text()
+        revert = (SCRIPTS / "revert" / f"{change}.sql").read_text()
         assert re.search(rf"^drop (function|procedure) {re.escape(signature[1].strip())};$", revert, re.M), change
 
 
@@ -122,63 +123,86 @@ def test_a_never_reworked_function_is_dropped_by_its_revert() -> None:
 
 
 @pytest.fixture
-def copies(tmp_path: Path) -> tuple[Path, Path]:
-    project, functions = tmp_path / "project", tmp_path / "functions"
-    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__", "*.py", "py.typed"))
+def copies(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A sqitch project (plan, conf, db/deploy|revert|verify) and its sources, copied to tmp_path."""
+    project, functions, schema = tmp_path / "project", tmp_path / "functions", tmp_path / "schema"
+    for name in ("sqitch.plan", "sqitch.conf"):
+        (project / "db").mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROJECT / name, project / name)
+    for folder in ("deploy", "revert", "verify"):
+        shutil.copytree(SCRIPTS / folder, project / "db" / folder)
     shutil.copytree(FUNCTIONS, functions)
-    out = sync("--check", "--project", project, "--functions", functions)
+    shutil.copytree(SCHEMA, schema)
+    out = sync("--check", "--project", project, "--functions", functions, "--schema", schema)
     assert out.returncode == 0, out.stderr
-    return project, functions
+    return project / "db", functions, schema
+
+
+def sync_copies(copies: tuple[Path, Path, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    scripts, functions, schema = copies
+    return sync(*args, "--project", scripts.parent, "--functions", functions, "--schema", schema)
 
 
 @pytest.mark.parametrize("folder", ["deploy", "revert", "verify"])
-def test_a_missing_frozen_copy_is_reported_and_never_written(copies: tuple[Path, Path], folder: str) -> None:
-    project, functions = copies
-    frozen = project / folder / f"{REWORKED}@v0.1.0.sql"
+def test_a_missing_frozen_copy_is_reported_and_never_written(copies: tuple[Path, Path, Path], folder: str) -> None:
+    scripts = copies[0]
+    frozen = scripts / folder / f"{REWORKED}@v0.1.0.sql"
     frozen.unlink()
-    checked = sync("--check", "--project", project, "--functions", functions)
+    checked = sync_copies(copies, "--check")
     assert checked.returncode == 1
     assert f"{folder}/{REWORKED}@v0.1.0.sql" in checked.stderr or f"{folder}/{REWORKED}@<v0.1.0>" in checked.stderr
-    written = sync("--project", project, "--functions", functions)
+    written = sync_copies(copies)
     assert written.returncode == 1, "sync cannot make a frozen copy up"
     assert not frozen.exists()
 
 
-def test_a_frozen_deploy_copy_edited_by_hand_is_refused(copies: tuple[Path, Path]) -> None:
-    project, functions = copies
-    frozen = project / "deploy" / f"{REWORKED}@v0.1.0.sql"
+def test_a_frozen_deploy_copy_edited_by_hand_is_refused(copies: tuple[Path, Path, Path]) -> None:
+    scripts = copies[0]
+    frozen = scripts / "deploy" / f"{REWORKED}@v0.1.0.sql"
     frozen.write_text(frozen.read_text().replace("\ncommit;\n", "\n"))
-    before = (project / "revert" / f"{REWORKED}.sql").read_text()
-    out = sync("--project", project, "--functions", functions)
+    before = (scripts / "revert" / f"{REWORKED}.sql").read_text()
+    out = sync_copies(copies)
     assert out.returncode != 0 and "not a deploy copy written by this script" in out.stderr, out.stderr
-    assert (project / "revert" / f"{REWORKED}.sql").read_text() == before
+    assert (scripts / "revert" / f"{REWORKED}.sql").read_text() == before
 
 
-def test_a_drifted_reworked_revert_is_reported_and_rewritten(copies: tuple[Path, Path]) -> None:
-    project, functions = copies
-    revert = project / "revert" / f"{REWORKED}.sql"
+def test_a_drifted_reworked_revert_is_reported_and_rewritten(copies: tuple[Path, Path, Path]) -> None:
+    scripts = copies[0]
+    revert = scripts / "revert" / f"{REWORKED}.sql"
     good = revert.read_text()
     revert.write_text(
         f"-- Revert qinglong:{REWORKED} from pg\ndrop function ql_api.subject_create_v1(text, text, bytea);\n"
     )
-    checked = sync("--check", "--project", project, "--functions", functions)
+    checked = sync_copies(copies, "--check")
     assert checked.returncode == 1 and f"revert/{REWORKED}.sql" in checked.stderr, checked.stderr
-    assert sync("--project", project, "--functions", functions).returncode == 0
+    assert sync_copies(copies).returncode == 0
     assert revert.read_text() == good
 
 
-def test_a_changed_signature_is_dropped_before_the_tagged_body_is_restored(copies: tuple[Path, Path]) -> None:
-    project, functions = copies
+def test_a_changed_signature_is_dropped_before_the_tagged_body_is_restored(copies: tuple[Path, Path, Path]) -> None:
+    scripts, functions, _ = copies
     source = functions / f"{REWORKED}.sql"
     text = source.read_text().replace("(text, text, bytea)", "(text, text, bytea, text)")
     source.write_text(text.replace("p_token_digest bytea)", "p_token_digest bytea, p_note text)"))
-    assert sync("--check", "--project", project, "--functions", functions).returncode == 1
-    assert sync("--project", project, "--functions", functions).returncode == 0
-    revert = (project / "revert" / f"{REWORKED}.sql").read_text()
+    assert sync_copies(copies, "--check").returncode == 1
+    assert sync_copies(copies).returncode == 0
+    revert = (scripts / "revert" / f"{REWORKED}.sql").read_text()
     drop = "drop function ql_api.subject_create_v1(text, text, bytea, text);"
-    previous = tagged_body(project, REWORKED, "@v0.1.0")
+    previous = tagged_body(scripts.parent, REWORKED, "@v0.1.0")
     assert drop in revert and previous in revert
     assert revert.index(drop) < revert.index(previous)
     assert "revoke all on function ql_api.subject_create_v1(text, text, bytea, text)" not in revert
-    assert "(text, text, bytea, text)" in (project / "deploy" / f"{REWORKED}.sql").read_text()
-    assert sync("--check", "--project", project, "--functions", functions).returncode == 0
+    assert "(text, text, bytea, text)" in (scripts / "deploy" / f"{REWORKED}.sql").read_text()
+    assert sync_copies(copies, "--check").returncode == 0
+
+
+def test_a_schema_source_edited_without_sync_is_drift_and_sync_copies_it(copies: tuple[Path, Path, Path]) -> None:
+    scripts, _, schema = copies
+    source = schema / "ql" / "tenancy.sql"
+    source.write_text(source.read_text().replace("-- Projects,", "-- All projects,"))
+    checked = sync_copies(copies, "--check")
+    assert checked.returncode == 1 and "deploy/ql/tenancy.sql" in checked.stderr, checked.stderr
+    assert sync_copies(copies).returncode == 0
+    deployed = (scripts / "deploy" / "ql" / "tenancy.sql").read_text()
+    assert deployed.startswith("-- Deploy qinglong:ql/tenancy to pg\n-- FROZEN COPY of db/schema/ql/tenancy.sql")
+    assert deployed.endswith(source.read_text())

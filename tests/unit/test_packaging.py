@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.db import PROJECT
+from qinglong.db import SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p.parent.name for p in REPO.glob("*/pyproject.toml"))
@@ -46,10 +46,13 @@ def test_every_folder_is_a_distribution_holding_only_its_package(wheels: dict[st
 
 def test_the_db_wheel_carries_the_sqitch_project(wheels: dict[str, Path]) -> None:
     names = set(zipfile.ZipFile(wheels["db"]).namelist())
-    project = {f"qinglong/db/{p.relative_to(PROJECT).as_posix()}" for p in PROJECT.rglob("*.sql")}
-    assert len(project) > 100
-    assert project <= names
-    assert {"qinglong/db/sqitch.plan", "qinglong/db/sqitch.conf"} <= names
+    scripts = {
+        p.relative_to(SCRIPTS).as_posix() for f in ("deploy", "revert", "verify") for p in (SCRIPTS / f).rglob("*")
+    }
+    packaged = {n.removeprefix("qinglong/db/project/db/") for n in names if n.startswith("qinglong/db/project/db/")}
+    assert len(scripts) > 300
+    assert packaged == {s for s in scripts if s.endswith(".sql")}  # the scripts, not their sources or pgTAP
+    assert {"qinglong/db/project/sqitch.plan", "qinglong/db/project/sqitch.conf"} <= names
 
 
 def test_the_worker_needs_only_aiohttp_and_the_wire_contracts(wheels: dict[str, Path]) -> None:

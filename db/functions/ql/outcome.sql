@@ -1,7 +1,7 @@
 -- ql.outcome: the typed non-success result every API function returns: {"status": …, "reason": …}.
 -- Business outcomes (invalid input, not found, fenced, empty) are values, not exceptions (STYLE.md).
 -- The status and the reason are cast to their enum types (ql.outcome_status and the status's
--- reason type, db/qinglong/db/deploy/ql/outcome_reasons.sql), so an unknown status or reason raises
+-- reason type, db/schema/ql/outcome_reasons.sql), so an unknown status or reason raises
 -- 22P02 instead of leaving the database. Stable, not immutable: enum input is stable.
 -- signature: ql.outcome(text, text)
 create or replace function ql.outcome(p_status text, p_reason text)

@@ -1,18 +1,24 @@
-"""The database core as package data: this folder is the sqitch project (sqitch.conf, sqitch.plan,
-deploy/, revert/, verify/) that `qinglong db deploy|verify|revert` runs from an install or a checkout.
+"""The database core: where the sqitch project is, and the argv that runs sqitch on it.
 
-The reviewable sources of the function changes are db/functions in the repository
-(scripts/sync_functions.py writes their deploy, revert and verify scripts here); db/tests holds pgTAP.
+In a checkout the project is the repository's root (sqitch.plan, sqitch.conf, db/deploy, db/revert,
+db/verify); an installed wheel carries the same tree as package data under qinglong/db/project/, so
+`qinglong db deploy|verify|revert` needs no checkout.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent
-"""The sqitch project directory: run `sqitch --chdir PROJECT ...` (or with cwd=PROJECT)."""
+_HERE = Path(__file__).resolve().parent
+_PACKAGED = _HERE / "project"
 
-__all__ = ["PROJECT", "sqitch"]
+PROJECT = _PACKAGED if (_PACKAGED / "sqitch.plan").is_file() else _HERE.parents[2]
+"""The sqitch project directory (it holds sqitch.plan): run `sqitch --chdir PROJECT ...`."""
+
+SCRIPTS = PROJECT / "db"
+"""sqitch's top_dir: deploy/, revert/ and verify/ of every change."""
+
+__all__ = ["PROJECT", "SCRIPTS", "sqitch"]
 
 
 def sqitch(*args: str) -> list[str]:
