@@ -1,19 +1,21 @@
 """Installing with real pip, as README.md "Installing outside the checkout" says: each install goes into
-a fresh virtualenv made by this interpreter (`python -m venv`), from the repository's folders, with
-the index pip is configured with. Nothing is editable and nothing of the checkout is on the path.
+a fresh virtualenv made by this interpreter (`python -m venv`), from the wheels `make dist` builds
+(scripts/dist.sh), third-party pins from the index pip is configured with. Nothing is editable and
+nothing of the checkout is on the path.
 
-- `pip install ./worker` alone: `qinglong-worker --help` works; the Worker's direct requirements are
-  exactly aiohttp and qinglong-wire, and every third-party distribution installed is aiohttp or in its
-  dependency closure (computed from the venv's own importlib.metadata); psycopg and the control
-  plane's packages are not importable; `qinglong-worker pki init` answers one line naming the
-  qinglong-control distribution and exits 2. Then that installed Worker, as its own process, completes
-  a Run against the real shell (the Worker integration tests' rig: tests/integration/worker/conftest.py).
-- `pip install ./cli`: from a folder outside the checkout, `qinglong db deploy` deploys the schema
-  into an empty database of the session cluster and `qinglong db verify` passes; the sqitch project it
-  used lies inside that venv.
+- the Worker: aiohttp from the index, then `pip install --no-index --find-links DIST qinglong-worker`:
+  `qinglong-worker --help` works; the Worker's direct requirements are exactly aiohttp and
+  qinglong-wire, and every third-party distribution installed is aiohttp or in its dependency closure
+  (computed from the venv's own importlib.metadata); psycopg and the control plane's packages are not
+  importable; `qinglong-worker pki init` answers one line naming the qinglong-control distribution
+  and exits 2. Then that installed Worker, as its own process, completes a Run against the real shell
+  (the Worker integration tests' rig: tests/integration/worker/conftest.py).
+- every wheel (`pip install DIST/*.whl`): from a folder outside the checkout, `qinglong db deploy`
+  deploys the schema into an empty database of the session cluster and `qinglong db verify` passes;
+  the sqitch project it used lies inside that venv.
 
-pip needs its index for the third-party pins and for the build backend (hatchling). An unreachable
-index FAILS these tests with a message that says so: an install that cannot be shown is not a pass.
+pip needs its index for the third-party pins. An unreachable index FAILS these tests with a message
+that says so: an install that cannot be shown is not a pass.
 
 Touches: temporary folders (two virtualenvs, a working folder), pip's cache and index, the session
 cluster (one scratch database, dropped after), the rig's fresh database, loopback ports, and the Worker
@@ -22,6 +24,7 @@ and task processes the rig starts (all cleaned up).
 
 from __future__ import annotations
 
+import email
 import json
 import os
 import re
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,26 +84,38 @@ class Venv:
         return found
 
 
-def make_venv(folder: Path, project: str) -> Venv:
-    """A fresh venv of this interpreter with `pip install -q <repo>/<project>` in it; FAIL (not skip) if pip
-    cannot reach what it needs."""
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
-    bootstrap = Venv(folder, frozenset(), 0.0).dump(cwd=folder)["requires"]
+def pip(folder: Path, *args: str) -> float:
+    """`pip install -q <args>` in the venv at `folder`, in seconds; FAIL (not skip) if pip cannot reach what it
+    needs."""
     started = time.monotonic()
-    argv = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO / project)]
+    argv = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", *args]
+    shown = " ".join(a if not a.startswith("/") else Path(a).name for a in args)
     try:
         out = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"`pip install ./{project}` did not finish in {PIP_TIMEOUT_S} s: is the package index reachable?")
-    elapsed = time.monotonic() - started
+        pytest.fail(f"`pip install {shown}` did not finish in {PIP_TIMEOUT_S} s: is the package index reachable?")
     if out.returncode != 0:
         tail = "\n".join(line for line in out.stderr.splitlines() if not line.startswith("WARNING: Location"))[-3000:]
-        pytest.fail(
-            f"`pip install ./{project}` failed (exit {out.returncode}). pip needs the package index for the "
-            f"third-party pins and the build backend (hatchling): is it reachable from here?\n{tail}"
-        )
-    print(f"\npip install ./{project}: {elapsed:.1f} s")
+        pytest.fail(f"`pip install {shown}` failed (exit {out.returncode}); is the package index reachable?\n{tail}")
+    elapsed = time.monotonic() - started
+    print(f"\npip install {shown}: {elapsed:.1f} s")
+    return elapsed
+
+
+def make_venv(folder: Path, *steps: tuple[str, ...]) -> Venv:
+    """A fresh venv of this interpreter, then one `pip install` per step."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+    bootstrap = Venv(folder, frozenset(), 0.0).dump(cwd=folder)["requires"]
+    elapsed = sum(pip(folder, *step) for step in steps)
     return Venv(folder, frozenset(canonicalize_name(n) for n in bootstrap), elapsed)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every wheel, built as `make dist` builds them (scripts/dist.sh)."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(["bash", str(REPO / "scripts" / "dist.sh"), str(out)], check=True, capture_output=True)
+    return out
 
 
 def closure(root: str, requires: Mapping[str, list[str]]) -> set[str]:
@@ -130,13 +146,25 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("worker-host") / "venv", "worker")
+def worker_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Venv:
+    """As the README installs a Worker: aiohttp from the index, then the Worker from the wheel folder with no
+    index at all, so the wheels alone must resolve qinglong-wire by name."""
+    (aiohttp,) = [r for r in wheel_requires(dist, "qinglong_worker") if r.startswith("aiohttp")]
+    folder = tmp_path_factory.mktemp("worker-host") / "venv"
+    return make_venv(folder, (aiohttp,), ("--no-index", "--find-links", str(dist), "qinglong-worker"))
 
 
 @pytest.fixture(scope="module")
-def control_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("control-host") / "venv", "cli")
+def control_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Venv:
+    """Every wheel by its file (no qinglong-* name is asked of the index), third-party pins from the index."""
+    return make_venv(tmp_path_factory.mktemp("control-host") / "venv", tuple(map(str, sorted(dist.glob("*.whl")))))
+
+
+def wheel_requires(dist: Path, stem: str) -> list[str]:
+    (wheel,) = dist.glob(f"{stem}-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(z.read(meta)).get_all("Requires-Dist") or []
 
 
 def test_a_worker_install_is_the_worker_aiohttp_and_its_closure_only(worker_venv: Venv, outside: Path) -> None:

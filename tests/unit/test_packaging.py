@@ -22,8 +22,7 @@ FOLDERS = sorted(p.parent.name for p in REPO.glob("*/pyproject.toml"))
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out)]
-    subprocess.run([*pip, *(str(REPO / f) for f in FOLDERS)], check=True, capture_output=True)
+    subprocess.run(["bash", REPO / "scripts" / "dist.sh", out], check=True, capture_output=True)  # as `make dist`
     built = {w.name.split("-")[0].removeprefix("qinglong_"): w for w in out.glob("*.whl")}
     return {folder: built["control" if folder == "cli" else folder] for folder in FOLDERS}
 
@@ -53,6 +52,22 @@ def test_the_db_wheel_carries_the_sqitch_project(wheels: dict[str, Path]) -> Non
     assert len(scripts) > 300
     assert packaged == {s for s in scripts if s.endswith(".sql")}  # the scripts, not their sources or pgTAP
     assert {"qinglong/db/project/sqitch.plan", "qinglong/db/project/sqitch.conf"} <= names
+
+
+def test_siblings_are_required_by_name_and_their_exact_version_never_by_path(wheels: dict[str, Path]) -> None:
+    versions = {}
+    for wheel in wheels.values():
+        with zipfile.ZipFile(wheel) as z:
+            (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+            message = email.message_from_bytes(z.read(meta))
+            versions[message["Name"]] = message["Version"]
+            assert b"file:" not in z.read(meta), f"{wheel.name} names the machine it was built on"
+    for folder, wheel in wheels.items():
+        for text in _requires(wheel):
+            name, _, pin = text.partition("==")
+            assert "@" not in text, f"{folder}: a direct reference {text!r}"
+            if name.startswith("qinglong-"):
+                assert pin == versions[name], f"{folder} pins {text!r}, but {name} is {versions[name]}"
 
 
 def test_the_worker_needs_only_aiohttp_and_the_wire_contracts(wheels: dict[str, Path]) -> None:

@@ -222,7 +222,7 @@ def _not_a_worker_command(word: str, commands: list[str]) -> str:
         f"`qinglong {word} …` is the control plane's command"
         if importlib.util.find_spec("qinglong.cli") is not None
         else "control-plane commands (`qinglong db|pki|project|shell …`) need the qinglong-control "
-        "distribution: pip install ./cli from the repository"
+        "distribution (its wheel, from `make dist` in the repository)"
     )
     return f"qinglong-worker: {word!r} is not a Worker command ({', '.join(commands)}); {where}"
 
