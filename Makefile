@@ -1,5 +1,5 @@
-# The README's commands. Each does its own set-up on a fresh Debian 12 machine (as root).
-.PHONY: setup test demo sandbox sync lint bench
+# The README's commands. Each does its own set-up on a fresh Debian 12 or 13 machine (as root).
+.PHONY: setup test demo sandbox sync lint bench dist test-debian13
 
 setup:
 	bash scripts/setup.sh
@@ -23,3 +23,11 @@ lint: setup
 
 bench: setup
 	.venv/bin/python -m bench.run
+
+# Every distribution's wheel in dist/ (what a Worker host or a control host installs).
+dist: setup
+	bash scripts/dist.sh
+
+# The README's two commands in a Debian 13 root made by debootstrap (PostgreSQL 17): scripts/debian13.sh.
+test-debian13:
+	bash scripts/debian13.sh

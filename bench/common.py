@@ -1,4 +1,4 @@
-"""What every benchmark shares: one fresh PostgreSQL 15 cluster with fsync on, the schema deployed
+"""What every benchmark shares: one fresh PostgreSQL cluster with fsync on, the schema deployed
 once by sqitch into a template database, a PKI, the real shell as its own process, enrolled
 simulated Workers, set-based fixture rows, CPU meters and Markdown tables.
 
@@ -38,10 +38,9 @@ from psycopg.types.json import Jsonb
 
 from qinglong.cli import pki
 from qinglong.db import sqitch
-from qinglong.devdb import Cluster
+from qinglong.devdb import Cluster, server_bindir
 
 REPO = Path(__file__).resolve().parent.parent
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 TEMPLATE = "ql_template"
 # Idle simulated Workers must not be fenced between phases (an hour-long session, offer and Lease TTL: an
 # Attempt ACKed running keeps its offer's expiry until its first renewal, and (a) holds 128 of them while
@@ -361,7 +360,7 @@ def machine() -> dict[str, str]:
             if line.startswith("model name"):
                 cpu_model = line.split(":", 1)[1].strip()
                 break
-    pg = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
+    pg = subprocess.run([str(server_bindir() / "postgres"), "--version"], capture_output=True, text=True, check=False)
     return {
         "nproc": str(os.cpu_count()),
         "cpu": cpu_model or platform.processor() or "unknown",
@@ -462,7 +461,7 @@ def environment() -> Iterator[Env]:
     cluster = Cluster(root / "pg", fsync=True, preload_cron=False, settings=PG_SETTINGS)
     env: Env | None = None
     try:
-        say(f"PostgreSQL 15 in {root / 'pg'} (fsync on): initdb and start")
+        say(f"PostgreSQL in {root / 'pg'} (fsync on): initdb and start")
         cluster.start()
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute("create extension pg_stat_statements")

@@ -1,5 +1,5 @@
 """(g) A Patroni cluster on one machine, failing over under load: one engine, used by `make bench` (part g,
-≥ 10 failovers) and, with one failover, by tests/integration/test_patroni.py. Three PostgreSQL 15 nodes
+≥ 10 failovers) and, with one failover, by tests/integration/test_patroni.py. Three PostgreSQL nodes
 managed by Debian's Patroni over one etcd (qinglong.devdb.patroni: synchronous_mode, pg_cron preloaded on
 every node, the schema deployed by sqitch on the leader); the real shell as its own process and three real
 `qinglong-worker run` processes, all reaching PostgreSQL through the multi-host DSN with
@@ -372,7 +372,7 @@ def render(c: dict[str, Any]) -> str:
     ]  # fmt: skip
     return (
         "## (g) Failover under load (Patroni)\n\n"
-        "Three PostgreSQL 15 nodes under Debian's Patroni and one etcd on this machine (synchronous_mode, "
+        "Three PostgreSQL nodes under Debian's Patroni and one etcd on this machine (synchronous_mode, "
         "pg_cron preloaded on every node), the shell and 3 Workers connecting with "
         "`host=…,…,… port=…,…,… target_session_attrs=read-write`; users enqueue and cancel, convergence runs; "
         "the leader's postmaster is SIGKILLed once the cluster is healthy again and 8 s of load later. "

@@ -33,7 +33,6 @@ import psycopg
 
 from bench.common import (
     CONTENDED_NOTE,
-    PG_BIN,
     WARMUP_S,
     CpuMeter,
     Env,
@@ -60,6 +59,7 @@ from bench.common import (
     table,
     wal_cell,
 )
+from qinglong.devdb import server_bindir
 from qinglong.wire import LeaseControlRequest, ql3w
 
 COUNTS = (1, 16, 128)
@@ -212,7 +212,7 @@ class Pgbench:
 def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
     """pgbench's builtin simple-update; CPU is metered from its 2nd second to 1 s before its end,
     while all its connections live."""
-    base = [str(PG_BIN / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
+    base = [str(server_bindir() / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
     duration = max(3, round(seconds))
     proc = subprocess.Popen(
         [*base, "-b", "simple-update", "-c", str(clients), "-j", str(threads), "-T", str(duration),
@@ -239,7 +239,7 @@ def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
 def pgbench_init(env: Env) -> None:
     with psycopg.connect(env.dsn("postgres"), autocommit=True) as conn:
         conn.execute("create database pgbench")
-    base = [str(PG_BIN / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
+    base = [str(server_bindir() / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
     subprocess.run([*base, "-i", "-q", "-s", "1", "pgbench"], capture_output=True, check=True)
 
 

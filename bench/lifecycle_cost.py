@@ -35,7 +35,8 @@ import psycopg
 from psycopg import conninfo
 from psycopg.types.json import Jsonb
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+from qinglong.devdb import server_bindir
+
 POOL = "cost"
 LIFECYCLES = 200
 HISTORY = 1000  # lifecycles before ANALYZE
@@ -305,7 +306,7 @@ def _pgbench_wal(dsn: str, transactions: int) -> Row:
     with psycopg.connect(_dsn(dsn, dbname="postgres"), autocommit=True) as conn:
         if _one(conn, "select count(*) from pg_database where datname = 'pgbench'") == 0:
             conn.execute("create database pgbench")
-    base = [str(PG_BIN / "pgbench"), "-h", str(info.get("host")), "-p", str(info.get("port", 5432))]
+    base = [str(server_bindir() / "pgbench"), "-h", str(info.get("host")), "-p", str(info.get("port", 5432))]
     base += ["-U", str(info.get("user", "postgres"))]
     subprocess.run([*base, "-i", "-q", "-s", "1", "pgbench"], capture_output=True, check=True)
     run = [*base, "-N", "-M", "prepared", "-n"]

@@ -1,4 +1,4 @@
-"""`python -m bench.run`: the benchmark command (not a test). One fresh PostgreSQL 15 cluster with
+"""`python -m bench.run`: the benchmark command (not a test). One fresh PostgreSQL cluster with
 fsync on for the whole run, then (a) lease renewals, (b) Run lifecycles beside Procrastinate, (c)
 cancellation convergence, (d) a Worker supervising its journal, (e) chaos on real parts (lost answers,
 killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json), (f) a connection
@@ -166,7 +166,7 @@ def render(
     head = (
         "# Benchmark results\n\n"
         f"Written by `{command}` on {now}; the whole command took {total:.0f} s.\n\n"
-        "One fresh PostgreSQL 15 cluster with **fsync on** (devdb defaults otherwise) served every benchmark. "
+        "One fresh PostgreSQL cluster with **fsync on** (devdb defaults otherwise) served every benchmark. "
         "This is a shared 2-core machine: absolute numbers are noise from run to run, and the load generator, "
         "the shell and PostgreSQL compete for the same cores. **The ratios, measured in the same run on the same "
         "cluster, are the point.** Regenerate with `make bench`.\n\n"

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# One-time (and idempotent) set-up on Debian 12 as root: the Debian packages of docs/architecture.md §10
+# One-time (and idempotent) set-up on Debian 12 or 13 as root: the Debian packages of docs/architecture.md §10
 # and the virtualenv at .venv: every distribution of the repository installed editable (pip install -e,
 # one per top-level folder), the development tools of pyproject.toml's `dev` group, and the commands
 # `qinglong`, `qinglong-worker` and `qinglong-devdb` in .venv/bin. A second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The distribution's own PostgreSQL major (Debian 12: 15, Debian 13: 17), or PG_MAJOR if set.
+if [ -z "${PG_MAJOR:-}" ]; then
+  case "$(. /etc/os-release && echo "${VERSION_ID:-}")" in
+    12) PG_MAJOR=15 ;;
+    13) PG_MAJOR=17 ;;
+    *) echo "setup: Debian 12 or 13 expected (or set PG_MAJOR)" >&2; exit 2 ;;
+  esac
+fi
 APT_PACKAGES=(
-  postgresql-15 postgresql-15-pgtap postgresql-15-cron postgresql-15-plpgsql-check
+  "postgresql-$PG_MAJOR" "postgresql-$PG_MAJOR-pgtap" "postgresql-$PG_MAJOR-cron" "postgresql-$PG_MAJOR-plpgsql-check"
   sqitch libdbd-pg-perl libtap-parser-sourcehandler-pgtap-perl
   python3 python3-venv util-linux curl openssl jq systemd pgbouncer
   chromium chromium-driver fonts-dejavu-core
@@ -34,12 +42,9 @@ fi
 echo "setup: preparing .venv"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# The control distribution pulls in every sibling and every third-party pin; then each sibling is
-# reinstalled editable (pip cannot mix an editable project with a sibling's path reference to it in
-# one resolution), so edits in the checkout are live.
-.venv/bin/python -m pip install -q ./cli --group dev
+# Every distribution editable in one resolution: siblings require each other by name and version, which
+# the editable folders given here satisfy, so pip never asks an index for a qinglong-* name.
 editable=()
 for project in */pyproject.toml; do editable+=(-e "./${project%/pyproject.toml}"); done
-.venv/bin/python -m pip install -q --no-deps "${editable[@]}"
-rmdir .venv/lib/python3*/site-packages/qinglong 2>/dev/null || true  # left empty by the first step
+.venv/bin/python -m pip install -q --group dev "${editable[@]}"
 echo "$want" > "$stamp"

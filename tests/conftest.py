@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: one real PostgreSQL 15 cluster per session, a template database built
+"""Shared pytest fixtures: one real PostgreSQL cluster per session, a template database built
 once by `sqitch deploy`, and a fresh database per test cloned from it.
 
 Touches: a temporary folder under /tmp (the cluster), the cluster's databases. fsync is off here

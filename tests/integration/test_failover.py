@@ -1,4 +1,4 @@
-"""seed ADR-0118 evidence 12 on PostgreSQL 15: a user cancellation intent and a cancellation convergence,
+"""seed ADR-0118 evidence 12 on a real PostgreSQL: a user cancellation intent and a cancellation convergence,
 each with its backend terminated right after the driver-confirmed COMMIT, survive the physical
 promotion of a synchronous (remote_apply) streaming standby: replays answer already_requested and
 scanned 0, and the promoted node holds the same Run version, event sequence, events and dedupe keys
@@ -27,13 +27,12 @@ import psycopg
 import pytest
 
 from qinglong import db
-from qinglong.devdb import Cluster
+from qinglong.devdb import Cluster, server_bindir
 from tests.conftest import processes_under
 
 pytestmark = [pytest.mark.db, pytest.mark.failover]
 
 REPO = Path(__file__).resolve().parents[2]
-BINDIR = Path("/usr/lib/postgresql/15/bin")
 TMP = Path("/tmp")  # noqa: S108  (world-traversable, unlike pytest's tmp_path)
 DB = "qinglong"
 FIXED_EXECUTOR = "00000000-0000-4000-8000-000000000001"
@@ -209,7 +208,7 @@ def base_backup(primary: Cluster, standby_root: Path) -> None:
     data.mkdir(mode=0o700)
     if os.geteuid() == 0:
         shutil.chown(data, "postgres", "postgres")
-    command = [str(BINDIR / "pg_basebackup"), "-h", primary.host, "-p", str(primary.port)]
+    command = [str(server_bindir() / "pg_basebackup"), "-h", primary.host, "-p", str(primary.port)]
     command += ["-U", primary.superuser, "-D", str(data), "-R", "-X", "stream", "-c", "fast", "--no-password"]
     result = subprocess.run(
         as_postgres(command),

@@ -1,4 +1,4 @@
-"""Issue 15 item 4, short: a Patroni cluster on one machine (three PostgreSQL 15 nodes under Debian's Patroni
+"""Issue 15 item 4, short: a Patroni cluster on one machine (three PostgreSQL nodes under Debian's Patroni
 and one etcd, synchronous_mode, pg_cron preloaded on every node) failing over once under load — the engine of
 bench/failover.py: the real shell and three real Workers connecting with a multi-host DSN and
 `target_session_attrs=read-write`, users enqueueing and cancelling, convergence running, and the leader's

@@ -1,4 +1,4 @@
-"""The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule) on a real PostgreSQL 15 with
+"""The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule) on a real PostgreSQL with
 pg_cron 1.4: where pg_cron serves the database, `sqitch deploy` creates exactly one job that runs
 `CALL ql_api.converge()` as ql_scheduler every minute (and one that runs `CALL ql_api.retain()` as
 ql_scheduler once a day), and a real job run cancels a queued Run that carries a cancel intent and,

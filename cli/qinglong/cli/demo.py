@@ -1,6 +1,6 @@
 """`make demo`: the embedded demo — the real control plane on this machine, end to end — and `make
 sandbox`, the same system left running for your own commands.
-Touches a temporary folder (removed at the end), its own PostgreSQL 15 (fsync on, pg_cron
+Touches a temporary folder (removed at the end), its own PostgreSQL (fsync on, pg_cron
 preloaded), loopback ports, and the processes it starts (the shell, a Worker and their tasks).
 
 Both deploy with sqitch, make a PKI, enrol a Worker (`demo-worker`, pool `default`) and start
@@ -126,7 +126,7 @@ class Demo:
     def start_system(self) -> None:
         """PostgreSQL, the schema, a PKI, an enrolled Worker, the shell and the Worker, all running."""
         root = self.root
-        say(f"• PostgreSQL 15 in {root / 'pg'} (fsync on, pg_cron preloaded)")
+        say(f"• PostgreSQL in {root / 'pg'} (fsync on, pg_cron preloaded)")
         self.cluster.start()
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
             conn.execute("create database qinglong")

@@ -154,7 +154,7 @@ def _port(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=_PROG, description="Throw-away PostgreSQL 15 clusters.")
+    parser = _Parser(prog=_PROG, description="Throw-away PostgreSQL clusters.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser(
         "run",

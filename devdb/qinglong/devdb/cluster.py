@@ -1,4 +1,4 @@
-"""A throw-away PostgreSQL 15 cluster for tests, demo and benchmarks; touches only its root.
+"""A throw-away PostgreSQL cluster (the installed major) for tests, demo and benchmarks; touches only its root.
 
 `Cluster(root)` runs `initdb` into ``root/data`` (once), writes its settings to
 ``root/data/devdb.conf`` (included from postgresql.conf), starts `postgres` with its output
@@ -39,10 +39,9 @@ from types import TracebackType
 from typing import IO
 from urllib.parse import quote
 
-__all__ = ["Cluster", "ClusterError"]
+__all__ = ["Cluster", "ClusterError", "server_bindir"]
 
-_FALLBACK_BINDIR = Path("/usr/lib/postgresql/15/bin")
-_FALLBACK_PKGLIBDIR = Path("/usr/lib/postgresql/15/lib")
+_DEBIAN_SERVERS = Path("/usr/lib/postgresql")  # one <major>/bin and <major>/lib per installed server
 _OS_USER = "postgres"
 _CONF_NAME = "devdb.conf"
 _INCLUDE_LINE = f"include_if_exists = '{_CONF_NAME}'\t# added by qinglong.devdb"
@@ -385,18 +384,26 @@ class Cluster:
 
 @functools.cache
 def _binaries() -> _Binaries:
-    """PostgreSQL's bindir (`pg_config --bindir`, else the Debian 15 path) and pkglibdir."""
+    """PostgreSQL's bindir and pkglibdir: `pg_config --bindir` where it names a server, else the newest
+    major Debian installed (/usr/lib/postgresql/<major>), so any distribution's major serves."""
     candidates: list[Path] = []
     bindir = _pg_config("pg_config", "--bindir")
     if bindir:
         candidates.append(Path(bindir))
-    candidates.append(_FALLBACK_BINDIR)
+    majors = [p for p in _DEBIAN_SERVERS.glob("*") if p.name.isdigit()]
+    candidates += [p / "bin" for p in sorted(majors, key=lambda p: int(p.name), reverse=True)]
     for candidate in candidates:
         if all(os.access(candidate / tool, os.X_OK) for tool in ("initdb", "postgres")):
             pkglibdir = _pg_config(str(candidate / "pg_config"), "--pkglibdir")
-            pkglib = Path(pkglibdir) if pkglibdir else _FALLBACK_PKGLIBDIR
-            return _Binaries(bindir=candidate, pkglibdir=pkglib)
-    raise ClusterError(f"no PostgreSQL server binaries (initdb, postgres) in {' or '.join(map(str, candidates))}")
+            return _Binaries(bindir=candidate, pkglibdir=Path(pkglibdir) if pkglibdir else candidate.parent / "lib")
+    searched = " or ".join(map(str, candidates)) or f"pg_config's bindir or {_DEBIAN_SERVERS}/<major>/bin"
+    raise ClusterError(f"no PostgreSQL server binaries (initdb, postgres) in {searched}")
+
+
+def server_bindir() -> Path:
+    """The folder of the PostgreSQL server programs every cluster of this module runs (pg_basebackup and
+    pgbench beside them)."""
+    return _binaries().bindir
 
 
 def _pg_config(program: str, option: str) -> str | None:

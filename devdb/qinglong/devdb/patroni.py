@@ -1,7 +1,7 @@
 """A throw-away Patroni cluster on one machine, for the failover test and benchmark; touches only its root.
 
 `PatroniCluster(root)` starts one etcd (Debian's `etcd-server` binary, its data in ``root/etcd``, loopback
-ports) and three Patroni processes (Debian's `patroni`), each with its own PostgreSQL 15 data folder
+ports) and three Patroni processes (Debian's `patroni`), each with its own PostgreSQL data folder
 ``root/node<i>/data``, its configuration ``root/node<i>/patroni.yml`` and its log ``root/node<i>/patroni.log``.
 Patroni's DCS timing is short (ttl 10, loop_wait 1, retry_timeout 5) and `primary_start_timeout` is 0, so a
 crashed primary is failed over at once instead of restarted in place; `synchronous_mode` is on, so Patroni
@@ -65,7 +65,7 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 
 class PatroniCluster:
-    """One etcd and `nodes` Patroni-managed PostgreSQL 15 servers under `root` (see the module's text)."""
+    """One etcd and `nodes` Patroni-managed PostgreSQL servers under `root` (see the module's text)."""
 
     def __init__(self, root: Path, database: str = "qinglong", nodes: int = 3) -> None:
         self.root = root
