@@ -39,6 +39,11 @@ for m in proc sys dev; do
   mounted+=("$ROOT/$m")
 done
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The certificate authorities this machine added (a TLS-inspecting egress proxy, say) are trusted inside too.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  chroot "$ROOT" update-ca-certificates >/dev/null 2>&1
+fi
 
 rm -rf "$ROOT/work/main"
 mkdir -p "$ROOT/work"
