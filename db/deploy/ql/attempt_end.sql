@@ -55,8 +55,7 @@ begin
   -- The Run's one write: its move, and the sequences (and versions) of both events (ql.run_event_insert).
   update ql.runs r
      set current_attempt_id = null, retry_at_ms = v_retry_at, status = v_run_status,
-         ended_at_ms = case when v_run_status in ('succeeded', 'failed', 'cancelled', 'timed_out')
-                            then coalesce(r.ended_at_ms, p_now_ms) end,
+         ended_at_ms = case when ql.is_terminal(v_run_status) then coalesce(r.ended_at_ms, p_now_ms) end,
          version = r.version + 2, event_sequence = r.event_sequence + 2
    where r.id = p_run.id
   returning r.event_sequence into v_sequence;

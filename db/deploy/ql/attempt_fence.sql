@@ -52,12 +52,12 @@ begin
   v_invalid := case
     when p_worker_id is null then 'worker_id'
     when p_session_id is null then 'session_id'
-    when p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then 'worker_generation'
+    when p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then 'worker_generation'
     when p_project_id is null then 'project_id'
     when p_run_id is null then 'run_id'
     when p_attempt_id is null then 'attempt_id'
     when p_offer_id is null then 'offer_id'
-    when p_lease_generation is null or p_lease_generation not between 1 and 9007199254740991 then 'lease_generation'
+    when p_lease_generation is null or p_lease_generation not between 1 and ql.max_safe_integer() then 'lease_generation'
     when p_token_digest is null or pg_catalog.octet_length(p_token_digest) <> 32 then 'token_digest'
   end;
   if v_invalid is not null then
@@ -94,18 +94,14 @@ begin
   run := v_rows.run; attempt := v_rows.attempt; lease := v_rows.lease; v_session := v_rows.session;
   now_ms := ql.now_ms();
 
-  outcome := case
-    when v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live'
-      then ql.outcome('fenced', 'stale_session')
-    when v_session.expires_at_ms <= now_ms
-      then ql.outcome('fenced', 'session_expired')
-    when v_session.worker_generation <> p_worker_generation or attempt.worker_generation <> p_worker_generation
+  outcome := coalesce(ql.session_fence(v_session, p_worker_id, p_worker_generation, now_ms), case
+    when attempt.worker_generation <> p_worker_generation
       then ql.outcome('fenced', 'stale_generation')
     when lease.lease_generation <> p_lease_generation
       then ql.outcome('fenced', 'stale_lease_generation')
     when lease.token_digest <> p_token_digest
       then ql.outcome('fenced', 'token_mismatch')
-  end;
+  end);
 end;
 $$;
 

@@ -24,7 +24,7 @@ begin
      set cancel_requested_at_ms = p_at_ms, cancel_reason = p_reason
    where r.id = p_run_id
      and r.cancel_requested_at_ms is null
-     and r.status not in ('succeeded', 'failed', 'cancelled', 'timed_out');
+     and not ql.is_terminal(r.status);
   if not found then
     return null;
   end if;

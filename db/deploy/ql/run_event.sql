@@ -32,8 +32,7 @@ declare
 begin
   update ql.runs r
      set status = coalesce(p_status, r.status),
-         ended_at_ms = case when coalesce(p_status, r.status) in ('succeeded', 'failed', 'cancelled', 'timed_out')
-                            then coalesce(r.ended_at_ms, p_at_ms) end,
+         ended_at_ms = case when ql.is_terminal(coalesce(p_status, r.status)) then coalesce(r.ended_at_ms, p_at_ms) end,
          version = r.version + 1,
          event_sequence = r.event_sequence + 1
    where r.id = p_run_id

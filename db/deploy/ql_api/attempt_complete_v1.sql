@@ -44,7 +44,7 @@ declare
   v_receipts_ok boolean;
   v_digest bytea;
 begin
-  if p_lease_version is null or p_lease_version not between 1 and 9007199254740991 then
+  if p_lease_version is null or p_lease_version not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'lease_version');
   end if;
   if p_exit_code is not null and p_exit_code not between 0 and 255 then

@@ -70,7 +70,7 @@ begin
   end if;
 
   v_now := ql.now_ms();
-  if v_run.status in ('succeeded', 'failed', 'cancelled', 'timed_out') then
+  if ql.is_terminal(v_run.status) then
     v_status := 'already_terminal';
   elsif v_run.cancel_requested_at_ms is not null then
     v_status := 'already_requested';

@@ -34,7 +34,7 @@ declare
   v_digest bytea;
   v_mutation ql.mutations;
   v_revision ql.task_execution_revisions;
-  v_run ql.runs;
+  v_run_id uuid;
   v_now bigint;
   v_result jsonb;
 begin
@@ -66,16 +66,11 @@ begin
   select * into strict v_revision from ql.task_execution_revisions r where r.id = v_task.current_revision_id;
 
   v_now := ql.now_ms();
-  insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms)
-  values (p_project_id, p_task_id, v_revision.id, coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created',
-          v_now, v_now)
-  returning * into v_run;
-  perform ql.run_event(v_run.id, 'queued', 'run.queued', (select s.kind from ql.subjects s where s.id = p_subject_id),
-                       p_subject_id, null,
-                       jsonb_build_object('taskId', p_task_id, 'taskRevisionId', v_revision.id, 'mutationId', p_mutation_id),
-                       v_now, 'run.queued:' || v_run.id::text);
+  v_run_id := gen_random_uuid();
+  perform ql.run_create(v_run_id, v_revision, (select s.kind from ql.subjects s where s.id = p_subject_id),
+                        p_subject_id, jsonb_build_object('mutationId', p_mutation_id), v_now);
 
-  v_result := jsonb_build_object('status', 'enqueued', 'runId', v_run.id, 'taskRevisionId', v_revision.id,
+  v_result := jsonb_build_object('status', 'enqueued', 'runId', v_run_id, 'taskRevisionId', v_revision.id,
                                  'queuedAtMs', v_now);
   insert into ql.mutations (subject_id, mutation_id, command_digest, result, created_at_ms)
   values (p_subject_id, p_mutation_id, v_digest, v_result, v_now);

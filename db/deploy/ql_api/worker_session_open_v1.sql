@@ -31,7 +31,7 @@ declare
   v_session ql.worker_sessions;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
-  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+  if p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'worker_generation');
   end if;
   if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then

@@ -52,10 +52,11 @@ declare
   v_lease ql.run_leases;
   v_offer ql.offers;
   v_sequence bigint;
+  v_fence jsonb;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
   if p_session_id is null then return ql.outcome('invalid', 'session_id'); end if;
-  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+  if p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'worker_generation');
   end if;
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then
@@ -64,13 +65,8 @@ begin
 
   select * into v_session from ql.worker_sessions s where s.id = p_session_id for no key update;
   v_now := ql.now_ms();
-  if v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live' then
-    return ql.outcome('fenced', 'stale_session');
-  end if;
-  if v_session.expires_at_ms <= v_now then return ql.outcome('fenced', 'session_expired'); end if;
-  if v_session.worker_generation <> p_worker_generation then
-    return ql.outcome('fenced', 'stale_generation');
-  end if;
+  v_fence := ql.session_fence(v_session, p_worker_id, p_worker_generation, v_now);
+  if v_fence is not null then return v_fence; end if;
   -- The session was opened under the Worker's generation; disabling or re-enrolling the Worker
   -- stops new work at once, even before its live session is closed.
   select w.pool into v_pool from ql.workers w
@@ -104,7 +100,7 @@ begin
     select * into v_run from ql.runs r
      where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
        and r.cancel_requested_at_ms is null and r.attempt_count < 100
-       and (r.queued_at_ms, r.id) < (coalesce(v_retry.retry_at_ms, 9007199254740992),  -- no due retry: any
+       and (r.queued_at_ms, r.id) < (coalesce(v_retry.retry_at_ms, ql.max_safe_integer() + 1),  -- no due retry: any
                                      coalesce(v_retry.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
      order by r.queued_at_ms, r.id
      limit 1

@@ -53,9 +53,9 @@ declare
   v_cut integer;
 begin
   if p_stream is null or p_stream not in ('stdout', 'stderr') then return ql.outcome('invalid', 'stream'); end if;
-  if p_offset is null or p_offset not between 0 and 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  if p_offset is null or p_offset not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'offset'); end if;
   if p_data is null or octet_length(p_data) not between 1 and 262144 then return ql.outcome('invalid', 'size'); end if;
-  if p_offset + octet_length(p_data) > 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  if p_offset + octet_length(p_data) > ql.max_safe_integer() then return ql.outcome('invalid', 'offset'); end if;
   v_stream := p_stream::ql.output_stream;
 
   select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,

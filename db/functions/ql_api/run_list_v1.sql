@@ -47,7 +47,7 @@ begin
   exception when check_violation then
     return ql.outcome('invalid', 'status');
   end;
-  if p_since_ms not between 0 and 9007199254740991 or p_until_ms not between 0 and 9007199254740991
+  if p_since_ms not between 0 and ql.max_safe_integer() or p_until_ms not between 0 and ql.max_safe_integer()
      or p_since_ms >= p_until_ms then
     return ql.outcome('invalid', 'time_range');
   end if;
@@ -56,7 +56,7 @@ begin
     v_key := decode(translate(p_cursor, '-_', '+/'), 'base64');
     v_after_ms := ('x' || encode(substr(v_key, 1, 8), 'hex'))::bit(64)::bigint;
     v_after_id := encode(substr(v_key, 9, 16), 'hex')::uuid;
-    if v_after_ms not between 0 and 9007199254740991 then return ql.outcome('invalid', 'cursor'); end if;
+    if v_after_ms not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'cursor'); end if;
   end if;
 
   -- One more than the page, to know whether there is a next one.

@@ -81,8 +81,11 @@ begin
       v_outcome := 'skipped_inactive';
     else
       if v_schedule.overlap = 'skip' then
+        -- Served by ql.runs_task_live_idx: the planner inlines ql.is_terminal, so this matches the index's predicate,
+        -- which spells the four statuses out (an index predicate stays literal: replacing the function would not
+        -- rebuild the index).
         select r.id into v_blocker from ql.runs r
-         where r.task_id = v_schedule.task_id and r.status not in ('succeeded', 'failed', 'cancelled', 'timed_out')
+         where r.task_id = v_schedule.task_id and not ql.is_terminal(r.status)
          limit 1;
       end if;
       if v_blocker is not null then
@@ -103,14 +106,9 @@ begin
     elsif v_run is null then
       v_skipped := v_skipped + 1;
     else
-      insert into ql.runs (id, project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms)
-      values (v_run, v_schedule.project_id, v_schedule.task_id, v_revision.id,
-              coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created', v_at, v_at);
-      perform ql.run_event(v_run, 'queued', 'run.queued', 'system', null, null,
-                           jsonb_build_object('taskId', v_schedule.task_id, 'taskRevisionId', v_revision.id,
-                                              'scheduledFireAtMs', v_schedule.next_fire_at_ms,
-                                              'caughtUp', v_caught_up),
-                           v_at, 'run.queued:' || v_run::text);
+      perform ql.run_create(v_run, v_revision, 'system', null,
+                            jsonb_build_object('scheduledFireAtMs', v_schedule.next_fire_at_ms, 'caughtUp', v_caught_up),
+                            v_at);
       v_enqueued := v_enqueued + 1;
     end if;
     update ql.task_schedules s set next_fire_at_ms = v_next where s.task_id = v_schedule.task_id;

@@ -28,7 +28,7 @@ begin
   if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
     return ql.outcome('invalid', 'cert_fingerprint');
   end if;
-  if p_not_after_ms is null or p_not_after_ms <= ql.now_ms() or p_not_after_ms > 9007199254740991 then
+  if p_not_after_ms is null or p_not_after_ms <= ql.now_ms() or p_not_after_ms > ql.max_safe_integer() then
     return ql.outcome('invalid', 'not_after');
   end if;
 
