@@ -14,8 +14,8 @@ A function file holds one `create or replace function|procedure` whose parameter
 (argument types only: OUT parameters and defaults left out, `signature`), and its GRANT EXECUTE statements
 give the roles the verify script expects (`grants`; PUBLIC loses EXECUTE by the default privileges of
 db/schema/schemas.sql). Every function states its volatility (volatile | stable | immutable) on a line of
-its own. The frozen bodies of earlier instances are read the same way (their old `-- signature:` and
-`-- grant execute:` header lines are ignored).
+its own. A `-- signature:` or `-- grant execute:` header line, which once restated them, is refused; the frozen
+bodies of earlier instances still hold theirs, which are ignored.
 
 Reworked changes. A change the plan lists again after a tag was reworked (`sqitch rework`): sqitch
 copied the earlier instance's scripts to <change>@<tag>.sql, named after the first tag between the two
@@ -264,6 +264,9 @@ def main() -> int:
     wanted: list[tuple[str, str, str]] = []  # (folder, change, text)
     for path in sorted(functions.rglob("*.sql")):
         r = parse(path, functions)
+        stale = re.search(r"^-- (signature|grant execute):", r.body, re.M)
+        if stale:  # the CREATE and GRANT statements say it; a second statement of it could only drift
+            raise SystemExit(f"{path}: drop the '-- {stale[1]}:' line (read from the {stale[1].split()[0].upper()})")
         back = revert(r)
         if r.change in reworked:
             tag = reworked[r.change][-1]

@@ -5,24 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql.attempt_fence: take an Attempt's locks in the fixed order and check the Worker's full fence.
--- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
--- Lock order (all callers, so concurrent calls cannot deadlock):
---   advisory lock on the Attempt → run (FOR NO KEY UPDATE)
--- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
--- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
--- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
--- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
--- Run's row lock, which this fence holds.
--- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
--- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
--- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
--- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
--- after it commits reads the ended session and is fenced.
--- Identity columns (offer → attempt → run → project) never change, so they are compared before
--- the locks; liveness (session, generation, lease generation, token digest) after them.
--- Returns outcome = NULL when the caller holds the Attempt, else the typed result to return
--- ({"status":"invalid"|"not_found"|"fenced","reason":…}); now_ms is database time after the locks.
--- signature: ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea)
+-- Lock order: advisory lock on the Attempt → run (FOR NO KEY UPDATE), for every caller, so concurrent calls cannot
+--   deadlock.
 create or replace function ql.attempt_fence(
   p_worker_id uuid,
   p_session_id uuid,
@@ -42,6 +26,19 @@ create or replace function ql.attempt_fence(
 language plpgsql
 volatile
 as $$
+-- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
+-- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
+-- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
+-- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
+-- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
+-- Run's row lock, which this fence holds.
+-- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
+-- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
+-- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
+-- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
+-- after it commits reads the ended session and is fenced.
+-- Identity columns (offer → attempt → run → project) never change, so they are compared before
+-- the locks; liveness (session, generation, lease generation, token digest) after them.
 declare
   v_offer_worker uuid;
   v_identity boolean;
@@ -106,7 +103,8 @@ end;
 $$;
 
 comment on function ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea) is
-'Locks one Attempt (advisory → run), reads Attempt, Lease and session and checks identity, session, generation, '
-'lease generation and token digest. outcome NULL = fence holds; otherwise the typed result to return. Never raises on input.';
+'Returns (outcome, now_ms, run, attempt, lease): outcome NULL when the fence holds, else invalid | not_found '
+'(offer) | fenced (identity_mismatch, stale_session, session_expired, stale_generation, stale_lease_generation, '
+'token_mismatch); now_ms is database time after the locks. Never raises on input.';
 
 commit;

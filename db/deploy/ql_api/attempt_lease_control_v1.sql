@@ -5,6 +5,26 @@ begin;
 set local role ql_owner;
 
 -- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (seed ADR-0118 §2).
+-- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the advisory
+--   lock first); the full path: ql.attempt_fence (its lock order).
+create or replace function ql_api.attempt_lease_control_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_project_id uuid,
+  p_run_id uuid,
+  p_attempt_id uuid,
+  p_offer_id uuid,
+  p_lease_generation bigint,
+  p_token_digest bytea,
+  p_expected_version bigint
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease and
 -- Attempt version +1 and a new expiry from database time. Then, in the same transaction:
 --   an existing cancel intent            → stop_requested with its reason (the renewal gives the
@@ -27,30 +47,6 @@ set local role ql_owner;
 -- to act on — reading the session and the Run without locking them (no shared row locks: concurrent renewals
 -- of one Worker create no MultiXacts). When it matches nothing (a replay, a fence, a deadline passed, bad
 -- input) the full path below answers, exactly as before.
--- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the
--- advisory lock first); the full path: ql.attempt_fence (its lock order).
--- Returns {"status":"renewed"|"stop_requested",…} | {"status":"terminal",…}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}. Never echoes the token or its digest.
--- signature: ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint)
--- grant execute: ql_runtime
-create or replace function ql_api.attempt_lease_control_v1(
-  p_worker_id uuid,
-  p_session_id uuid,
-  p_worker_generation bigint,
-  p_project_id uuid,
-  p_run_id uuid,
-  p_attempt_id uuid,
-  p_offer_id uuid,
-  p_lease_generation bigint,
-  p_token_digest bytea,
-  p_expected_version bigint
-)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   f record;
   v_run ql.runs;
@@ -130,11 +126,10 @@ end;
 $$;
 
 comment on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) is
-'Renews a live Attempt''s Lease (version +1) and returns renewed | stop_requested (existing intent, or the timeout intent '
-'it writes when the pinned deadline passed); a replay with the version before the current one answers the stored '
-'renewal without writing | terminal | invalid | not_found | fenced (ql.attempt_fence reasons, '
-'state_drift, stale_version, lease_expired). Raises nothing on input.';
-revoke all on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) from public;
+'Returns renewed | stop_requested {leaseVersion, renewedAtMs, expiresAtMs, deadlineAtMs, stopReason, '
+'cancelRequestedAtMs} | terminal {runStatus, attemptStatus, exitCode, errorCode, endedAtMs} | invalid | '
+'not_found | fenced (ql.attempt_fence reasons, state_drift, stale_version, lease_expired); never the token or '
+'its digest. Raises nothing on input.';
 grant execute on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) to ql_runtime;
 
 commit;

@@ -6,9 +6,6 @@ set local role ql_owner;
 
 -- ql_api.worker_session_heartbeat_v1: keep a live Worker session alive for another session TTL.
 -- Lock order: session (FOR NO KEY UPDATE).
--- Returns {"status":"alive","sessionId","expiresAtMs"} or {"status":"invalid"|"fenced","reason"}.
--- signature: ql_api.worker_session_heartbeat_v1(uuid, uuid, bigint)
--- grant execute: ql_runtime
 create or replace function ql_api.worker_session_heartbeat_v1(
   p_worker_id uuid,
   p_session_id uuid,
@@ -44,8 +41,8 @@ end;
 $$;
 
 comment on function ql_api.worker_session_heartbeat_v1(uuid, uuid, bigint) is
-'Extends a live session by the session TTL. Results: alive | invalid | fenced (stale_session, session_expired, stale_generation).';
-revoke all on function ql_api.worker_session_heartbeat_v1(uuid, uuid, bigint) from public;
+'Returns alive {sessionId, expiresAtMs} | invalid | fenced (stale_session, session_expired, stale_generation). '
+'Raises nothing on input.';
 grant execute on function ql_api.worker_session_heartbeat_v1(uuid, uuid, bigint) to ql_runtime;
 
 commit;

@@ -1,4 +1,22 @@
 -- ql_api.offer_pull_v1: offer the oldest offerable Run of the Worker's pool (qinglong/remote-offer@v1).
+-- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) → runs (FOR UPDATE SKIP
+--   LOCKED: the oldest due retry, then the oldest older queued Run; never waits, so the two row locks cannot
+--   deadlock; the offerable predicate lives on the run row, so a pull racing a commit re-checks it on the newest row
+--   version). A replayed pull: session → advisory lock on the Attempt → attempt → lease (whoever writes an Attempt
+--   or its Lease holds its advisory lock first).
+create or replace function ql_api.offer_pull_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_token_digest bytea,
+  p_pull_id uuid default null
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- Offerable: no Attempt holds it, no cancel intent, and either queued or in retry_wait with its retry
 -- time reached; oldest by the time it became offerable ((queued_at_ms, id), or (retry_at_ms, id) for a
 -- retry), so a due retry is offered at its retry time, in its turn, without waiting for convergence.
@@ -18,29 +36,6 @@
 -- claimed at lease version 1 with a live Lease, it answers the same offer with the Lease's token
 -- digest moved to this request's (the first token never arrived) and offeredAtMs = now, so the time
 -- left is what remains; otherwise {"status":"empty","reason":"pull_spent"}. NULL: no replay.
--- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) →
---   runs (FOR UPDATE SKIP LOCKED: the oldest due retry, then the oldest older queued Run; never waits,
---   so the two row locks cannot deadlock; the offerable predicate lives on the run row, so a pull racing
---   a commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
---   Attempt → attempt → lease (whoever writes an Attempt or its Lease holds its advisory lock first).
--- Returns {"status":"offered","offer":{…,"plan":{…}}}
---   | {"status":"empty","reason":"no_work"|"at_capacity"|"pull_spent"}
---   | {"status":"invalid"|"fenced","reason"}.
--- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
--- grant execute: ql_runtime
-create or replace function ql_api.offer_pull_v1(
-  p_worker_id uuid,
-  p_session_id uuid,
-  p_worker_generation bigint,
-  p_token_digest bytea,
-  p_pull_id uuid default null
-)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_session ql.worker_sessions;
   v_pool text;
@@ -152,10 +147,8 @@ end;
 $$;
 
 comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) is
-'Claims the oldest offerable Run of the Worker''s pool for this session (a queued Run, or a retry_wait Run whose '
-'retry time has come, requeued first). Results: offered '
-'(or, for a replayed pull id, the same offer with this request''s token digest) | empty (no_work, at_capacity, '
-'pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, worker_disabled: disabled or '
-'re-enrolled). The lease token digest is stored, never returned.';
-revoke all on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) from public;
+'Returns offered {offer: offerId, projectId, runId, attemptId, attemptNo, leaseGeneration, leaseVersion, '
+'offeredAtMs, leaseExpiresAtMs, offerExpiresAtMs, plan} (for a replayed pull id, the same offer) | empty '
+'(no_work, at_capacity, pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, '
+'worker_disabled); never the token digest. Raises nothing on input.';
 grant execute on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) to ql_runtime;

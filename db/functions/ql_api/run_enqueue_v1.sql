@@ -1,13 +1,6 @@
 -- ql_api.run_enqueue_v1: queue a Run of a task, pinned to the task's current execution revision.
--- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
--- another command under a used mutationId is fenced. The admitted policy is re-verified first.
--- A disabled task (ql_api.task_status_set_v1) is fenced (task_disabled) and nothing changes.
--- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two
---   concurrent first calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
--- Returns {"status":"enqueued"|"already_enqueued","runId","taskRevisionId","queuedAtMs"}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint)
--- grant execute: ql_runtime
+-- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two concurrent first
+--   calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
 create or replace function ql_api.run_enqueue_v1(
   p_subject_id uuid,
   p_project_id uuid,
@@ -22,6 +15,9 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
+-- another command under a used mutationId is fenced. The admitted policy is re-verified first.
+-- A disabled task (ql_api.task_status_set_v1) is fenced (task_disabled) and nothing changes.
 declare
   v_fence jsonb;
   v_task ql.tasks;
@@ -73,8 +69,6 @@ end;
 $$;
 
 comment on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) is
-'Queues a Run pinned to the task''s current revision (event run.queued). Results: enqueued | already_enqueued (same '
-'mutation replayed) | invalid | not_found (project, task) | fenced (ql.policy_fence reasons, mutation_conflict, '
-'task_disabled).';
-revoke all on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) from public;
+'Returns enqueued | already_enqueued {runId, taskRevisionId, queuedAtMs} | invalid | not_found (project, task) '
+'| fenced (ql.policy_fence reasons, mutation_conflict, task_disabled). Raises nothing on input.';
 grant execute on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) to ql_runtime;
