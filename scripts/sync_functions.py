@@ -10,10 +10,12 @@ db/verify; a function's are derived here. Usage:
     python scripts/sync_functions.py           # write the scripts
     python scripts/sync_functions.py --check   # exit 1 and name every script that drifted
 
-A function file declares, in its header comment:
-    -- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
-    -- grant execute: ql_runtime            (optional; a comma list of roles)
-and every function states its volatility (volatile | stable | immutable) on a line of its own.
+A function file holds one `create or replace function|procedure` whose parameter list gives the signature
+(argument types only: OUT parameters and defaults left out, `signature`), and its GRANT EXECUTE statements
+give the roles the verify script expects (`grants`; PUBLIC loses EXECUTE by the default privileges of
+db/schema/schemas.sql). Every function states its volatility (volatile | stable | immutable) on a line of
+its own. A `-- signature:` or `-- grant execute:` header line, which once restated them, is refused; the frozen
+bodies of earlier instances still hold theirs, which are ignored.
 
 Reworked changes. A change the plan lists again after a tag was reworked (`sqitch rework`): sqitch
 copied the earlier instance's scripts to <change>@<tag>.sql, named after the first tag between the two
@@ -55,18 +57,89 @@ class Routine:
     grants: tuple[str, ...]
 
 
+CREATE = re.compile(
+    r"^create\s+or\s+replace\s+(function|procedure)\s+([a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*)\s*\(", re.I | re.M
+)
+GRANT = re.compile(
+    r"^grant\s+execute\s+on\s+(?:function|procedure)\s+([a-z0-9_.]+)\s*\(.*?\)\s+to\s+([^;]+);", re.I | re.M | re.S
+)
+MODES = ("in", "out", "inout", "variadic")
+# First words of the built-in type names written with a space (`double precision`, `time with time zone`,
+# `character varying(8)`, `bit varying`, `interval day to second`): an unnamed parameter of such a type.
+SPACED_TYPES = ("double", "character", "char", "national", "bit", "time", "timestamp", "interval")
+
+
+def parameters(text: str) -> tuple[list[str], int] | None:
+    """The declarations of the parameter list `text` opens (it starts just after the `(`), split at the commas
+    outside parentheses, brackets, quotes and `--` comments (comments dropped), and the index of its `)`; None
+    when it never closes."""
+    parts: list[str] = []
+    buf: list[str] = []
+    depth, i = 0, 0
+    while i < len(text):
+        c = text[i]
+        if text.startswith("--", i):
+            i = text.find("\n", i) if "\n" in text[i:] else len(text)
+            continue
+        if c in "'\"":  # a quoted literal or identifier; a doubled quote stays inside it
+            end = i + 1
+            while end < len(text) and (text[end] != c or text.startswith(c * 2, end)):
+                end += 2 if text.startswith(c * 2, end) else 1
+            buf.append(text[i : end + 1])
+            i = end + 1
+            continue
+        depth += (c in "([") - (c in ")]")
+        if depth < 0:
+            parts.append("".join(buf))
+            return [p.strip() for p in parts if p.strip()], i
+        if c == "," and depth == 0:
+            parts.append("".join(buf))
+            buf = []
+        else:
+            buf.append(c)
+        i += 1
+    return None
+
+
+def argument_type(parameter: str) -> str | None:
+    """The type of one parameter declaration, as a signature names it; None for an OUT parameter."""
+    declared = re.split(r"\s*=\s*|\s+default\s+", " ".join(parameter.split()), maxsplit=1, flags=re.I)[0]
+    words = declared.split(" ")
+    if words[0].lower() in MODES:
+        mode, words = words[0].lower(), words[1:]
+        if mode == "out":
+            return None
+    if len(words) > 1 and words[0].lower() not in SPACED_TYPES:
+        words = words[1:]  # the parameter's name
+    return " ".join(words).lower()
+
+
+def signature(body: str, origin: Path) -> tuple[str, str]:
+    """The kind and the signature (`ql.f(uuid, text[])`) of the routine `body` creates."""
+    found = list(CREATE.finditer(body))
+    if len(found) != 1:
+        raise SystemExit(f"{origin}: {len(found)} 'create or replace function|procedure' statements; one is wanted")
+    kind, name = found[0][1].lower(), found[0][2]
+    listed = parameters(body[found[0].end() :])
+    if listed is None:
+        raise SystemExit(f"{origin}: the parameter list of {name} never closes")
+    types = [t for t in map(argument_type, listed[0]) if t is not None]
+    return kind, f"{name}({', '.join(types)})"
+
+
+def grants(body: str, name: str) -> tuple[str, ...]:
+    """The roles the GRANT EXECUTE statements of `body` give the routine `name`, in order."""
+    roles = [r.strip().lower() for m in GRANT.finditer(body) if m[1].lower() == name for r in m[2].split(",")]
+    return tuple(dict.fromkeys(roles))
+
+
 def parse_text(change: str, body: str, origin: Path) -> Routine:
-    sig = re.search(r"^-- signature: (\S.*)$", body, re.M)
-    if sig is None:
-        raise SystemExit(f"{origin}: no '-- signature:' header line")
-    grant = re.search(r"^-- grant execute: (\S.*)$", body, re.M)
-    grants = tuple(g.strip() for g in grant.group(1).split(",")) if grant else ()
-    kind = "procedure" if re.search(r"create or replace procedure", body, re.I) else "function"
+    kind, sig = signature(body, origin)
     if kind == "function" and not re.search(r"^\s*(volatile|stable|immutable)\s*$", body, re.M | re.I):
         raise SystemExit(
             f"{origin}: a function states its volatility (volatile, stable or immutable) on a line of its own"
         )
-    return Routine(change, body, sig.group(1).strip(), kind, grants)
+    return Routine(change, body, sig, kind, grants(body, sig.split("(", 1)[0]))
 
 
 def parse(path: Path, functions: Path = FUNCTIONS) -> Routine:
@@ -191,6 +264,9 @@ def main() -> int:
     wanted: list[tuple[str, str, str]] = []  # (folder, change, text)
     for path in sorted(functions.rglob("*.sql")):
         r = parse(path, functions)
+        stale = re.search(r"^-- (signature|grant execute):", r.body, re.M)
+        if stale:  # the CREATE and GRANT statements say it; a second statement of it could only drift
+            raise SystemExit(f"{path}: drop the '-- {stale[1]}:' line (read from the {stale[1].split()[0].upper()})")
         back = revert(r)
         if r.change in reworked:
             tag = reworked[r.change][-1]

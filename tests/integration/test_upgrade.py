@@ -118,7 +118,7 @@ async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(ri
     assert definition(rig)[0] == dollar_body(TAGGED.read_text())
 
     rig.set_lease_ttl(3000)
-    across = rig.add_run({"argv": ["sh", "-c", "sleep 20; echo across the upgrade"], "timeoutMs": 60000})
+    across = rig.add_run({"argv": ["sh", "-c", "sleep 40; echo across the upgrade"], "timeoutMs": 60000})
     stopped = rig.add_run({"argv": ["sleep", "60"], "timeoutMs": 60000})
     waiting = rig.add_run({"argv": ["sh", "-c", "echo after the upgrade"]})
     unserved = rig.add_run({"argv": ["sh", "-c", "echo never"]})
@@ -149,7 +149,7 @@ async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(ri
         assert definition(rig)[0] == dollar_body(HEAD.read_text())
 
         rig.conn.execute("call ql_api.converge()")  # what pg_cron runs every minute
-        await poll(lambda: all(rig.run_status(r) in ENDED_RUN for r in (across, stopped, waiting)), within=25)
+        await poll(lambda: all(rig.run_status(r) in ENDED_RUN for r in (across, stopped, waiting)), within=45)
         assert rig.lease_version(across) > lease_before + 3, "renewals stopped across the deploy"
         assert [rig.run_status(r) for r in (across, stopped, waiting, unserved)] == [
             "succeeded",

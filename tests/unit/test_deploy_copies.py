@@ -6,10 +6,12 @@ and of db/functions in tmp_path (the repository's files are only read)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,20 @@ FUNCTIONS = REPO / "db" / "functions"
 SCHEMA = REPO / "db" / "schema"
 SYNC = REPO / "scripts" / "sync_functions.py"
 REWORKED = "ql_api/subject_create_v1"  # reworked after @v0.1.0: it refuses the empty token's digest
+
+
+def _sync_module() -> object:
+    spec = importlib.util.spec_from_file_location("sync_functions", SYNC)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_SYNC = _sync_module()
+signature_of: Callable[[str, Path], tuple[str, str]] = getattr(_SYNC, "signature")  # noqa: B009
+grants_of: Callable[[str, str], tuple[str, ...]] = getattr(_SYNC, "grants")  # noqa: B009
 
 
 def sync(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -113,10 +129,65 @@ def test_a_never_reworked_function_is_dropped_by_its_revert() -> None:
     once = sorted(c for c in function_changes() if len(found[c]) == 1)
     assert len(once) > 20
     for change in once:
-        signature = re.search(r"^-- signature: (\S.*)$", (FUNCTIONS / f"{change}.sql").read_text(), re.M)
-        assert signature is not None, change
+        _, signature = signature_of((FUNCTIONS / f"{change}.sql").read_text(), FUNCTIONS / f"{change}.sql")
         revert = (SCRIPTS / "revert" / f"{change}.sql").read_text()
-        assert re.search(rf"^drop (function|procedure) {re.escape(signature[1].strip())};$", revert, re.M), change
+        assert re.search(rf"^drop (function|procedure) {re.escape(signature)};$", revert, re.M), change
+
+
+# -- the signature and the grants come from the CREATE and GRANT statements -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("create", "expected"),
+    [
+        ("create or replace function ql.now_ms()\nreturns bigint", ("function", "ql.now_ms()")),
+        (  # defaults (with a comma and a parenthesis inside a literal), comments and mixed case
+            "CREATE OR REPLACE FUNCTION ql_api.f(\n  p_a uuid,  -- the (first) one, say\n"
+            "  p_b text DEFAULT 'a, b)',\n  p_c integer = 64,\n  p_d uuid default null\n)\nreturns jsonb",
+            ("function", "ql_api.f(uuid, text, integer, uuid)"),
+        ),
+        (  # OUT parameters are no part of a signature; IN, INOUT and VARIADIC are
+            "create or replace function ql.g(in p_a bigint, out outcome jsonb, inout p_b bigint,\n"
+            "  out run ql.runs, variadic p_rest text[])\nlanguage plpgsql",
+            ("function", "ql.g(bigint, bigint, text[])"),
+        ),
+        (  # arrays, jsonb, composite types, type modifiers, types written with a space, unnamed parameters
+            "create or replace function ql.h(p_ids uuid[], p_doc jsonb, p_run ql.runs, p_n numeric(10, 2),\n"
+            "  p_at timestamp with time zone, double precision, p_x double precision, uuid)",
+            (
+                "function",
+                "ql.h(uuid[], jsonb, ql.runs, numeric(10, 2), timestamp with time zone, double precision, "
+                "double precision, uuid)",
+            ),
+        ),
+        (
+            "create or replace procedure ql_api.converge(\n  p_page_size integer default 64,\n"
+            "  p_grace_ms bigint default 30000\n)\nlanguage plpgsql",
+            ("procedure", "ql_api.converge(integer, bigint)"),
+        ),
+    ],
+)
+def test_the_signature_is_the_parameter_list_of_the_create_statement(create: str, expected: tuple[str, str]) -> None:
+    assert signature_of(f"-- a header (with parentheses)\n{create}\nas $$ $$;\n", Path("x.sql")) == expected
+
+
+def test_a_file_without_exactly_one_create_statement_is_refused() -> None:
+    with pytest.raises(SystemExit, match="0 'create or replace"):
+        signature_of("-- nothing here\n", Path("x.sql"))
+    twice = "create or replace function ql.a()\nreturns int;\ncreate or replace function ql.b()\nreturns int;\n"
+    with pytest.raises(SystemExit, match="2 'create or replace"):
+        signature_of(twice, Path("x.sql"))
+
+
+def test_the_grants_are_the_roles_of_the_grant_statements_on_the_routine() -> None:
+    body = (
+        "grant execute on function ql_api.f(uuid, text) to ql_runtime;\n"
+        "GRANT EXECUTE ON PROCEDURE ql_api.f(\n  uuid, text\n) TO ql_scheduler, ql_readonly;\n"
+        "grant execute on function ql_api.other(uuid) to ql_owner;\n"
+        "-- grant execute: ql_owner\n"
+    )
+    assert grants_of(body, "ql_api.f") == ("ql_runtime", "ql_scheduler", "ql_readonly")
+    assert grants_of(body, "ql_api.g") == ()
 
 
 # -- copies of the project: what sync does with frozen copies and changed signatures ----------------------

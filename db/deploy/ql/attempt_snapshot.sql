@@ -5,17 +5,16 @@ begin;
 set local role ql_owner;
 
 -- ql.attempt_snapshot: the exact activation snapshot of one Attempt (qinglong/remote-run-activation@v1).
--- Bounded: identities, statuses, versions, times, the Run's cancel intent (time and reason, or
--- nulls), the executor and at most one artifact per kind.
--- Never contains the lease token or its digest.
--- PL/pgSQL, not SQL: its one statement is planned once per session and the plan is cached (a SQL function
--- with composite arguments called from PL/pgSQL is not inlined and was planned again on every call).
--- signature: ql.attempt_snapshot(ql.runs, ql.run_attempts, ql.run_leases)
 create or replace function ql.attempt_snapshot(p_run ql.runs, p_attempt ql.run_attempts, p_lease ql.run_leases)
 returns jsonb
 language plpgsql
 stable
 as $$
+-- Bounded: identities, statuses, versions, times, the Run's cancel intent (time and reason, or
+-- nulls), the executor and at most one artifact per kind.
+-- Never contains the lease token or its digest.
+-- PL/pgSQL, not SQL: its one statement is planned once per session and the plan is cached (a SQL function
+-- with composite arguments called from PL/pgSQL is not inlined and was planned again on every call).
 begin
   return pg_catalog.jsonb_build_object(
   'projectId', (p_run).project_id,
@@ -50,6 +49,7 @@ end;
 $$;
 
 comment on function ql.attempt_snapshot(ql.runs, ql.run_attempts, ql.run_leases) is
-'The activation snapshot (see qinglong.wire activation contract). Pure read; never raises.';
+'Returns the activation snapshot (the wire''s activation contract), never the lease token or its digest. Never '
+'raises.';
 
 commit;

@@ -4,21 +4,19 @@
 begin;
 set local role ql_owner;
 
--- ql.partition_ensure: the monthly range partitions (UTC calendar months, bounds in epoch ms) of a table
--- partitioned by a ms column, from the month holding p_from_ms through p_months_ahead months after it.
+-- ql.partition_ensure: create the missing monthly partitions of a table partitioned by a ms column.
+create or replace function ql.partition_ensure(p_table regclass, p_from_ms bigint, p_months_ahead integer)
+returns integer
+language plpgsql
+volatile
+as $$
+-- From the month holding p_from_ms through p_months_ahead months after it.
 -- A partition is named <table>_pYYYYMM. Each missing one is created as a plain table LIKE its parent and then
 -- ATTACHed, which takes only SHARE UPDATE EXCLUSIVE on the parent: live inserts of the parent go on meanwhile.
 -- Row triggers and indexes of the parent are cloned onto it by the attach; a statement trigger is not, so each
 -- partition gets its own BEFORE TRUNCATE ql.reject_mutation (<partition>_no_truncate): a TRUNCATE of the
 -- partition is refused as one of its parent is. Existing partitions are left alone.
 -- Runs as its caller (ql_owner: the deploy script or ql_api.retention_maintain_v1).
--- Returns how many partitions it created. Raises 22023 for p_months_ahead outside 0..24.
--- signature: ql.partition_ensure(regclass, bigint, integer)
-create or replace function ql.partition_ensure(p_table regclass, p_from_ms bigint, p_months_ahead integer)
-returns integer
-language plpgsql
-volatile
-as $$
 declare
   v_month timestamp;
   v_name text;
@@ -51,7 +49,6 @@ end;
 $$;
 
 comment on function ql.partition_ensure(regclass, bigint, integer) is
-'Creates the missing monthly partitions <table>_pYYYYMM (UTC months, ms bounds) from the month of p_from_ms through '
-'p_months_ahead months later, each as a table attached to its parent; returns how many. 22023 for months outside 0..24.';
+'Returns how many partitions <table>_pYYYYMM it created. Raises 22023 for p_months_ahead outside 0..24.';
 
 commit;

@@ -5,14 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql.policy_fence: re-verify an admitted user mutation inside the mutating transaction (seed ADR-0118 §6).
--- Admission said "allow" for (subject, project, permission) at some project and binding version;
--- between admission and now the project may have been archived or re-versioned, the binding revoked
--- or its role changed. Lock order: project (FOR SHARE: a policy change updates the project row and
--- waits for, or is waited on by, this transaction) → role binding (read). The caller then locks the Run.
--- The most specific reason wins: a revoked or changed binding is named as such, although every
--- binding change also moves the project version. NULL admitted versions never pass.
--- Returns NULL when the admitted policy still holds, else the typed result to return.
--- signature: ql.policy_fence(uuid, uuid, text, bigint, bigint)
+-- Lock order: project (FOR SHARE: a policy change updates the project row and waits for, or is waited on by, this
+--   transaction) → role binding (read); the caller then locks the Run.
 create or replace function ql.policy_fence(
   p_subject_id uuid,
   p_project_id uuid,
@@ -24,6 +18,11 @@ returns jsonb
 language plpgsql
 volatile
 as $$
+-- Admission said "allow" for (subject, project, permission) at some project and binding version;
+-- between admission and now the project may have been archived or re-versioned, the binding revoked
+-- or its role changed.
+-- The most specific reason wins: a revoked or changed binding is named as such, although every
+-- binding change also moves the project version. NULL admitted versions never pass.
 declare
   v_project ql.projects;
   v_subject ql.subjects;
@@ -47,8 +46,8 @@ end;
 $$;
 
 comment on function ql.policy_fence(uuid, uuid, text, bigint, bigint) is
-'Locks the project (FOR SHARE), reads the binding and re-verifies an admission. NULL = still allowed; else '
-'not_found (project) | fenced (subject_disabled, project_archived, project_changed, binding_revoked, binding_changed, '
-'role_insufficient, approval_required). Never raises.';
+'Returns NULL when the admission still holds, else not_found (project) | fenced (subject_disabled, '
+'project_archived, project_changed, binding_revoked, binding_changed, role_insufficient, approval_required). '
+'Never raises.';
 
 commit;

@@ -5,13 +5,12 @@ begin;
 set local role ql_owner;
 
 -- ql.reject_mutation: trigger that makes a table immutable or append-only.
--- Attached BEFORE UPDATE OR DELETE (and TRUNCATE) to task revisions, run events and the audit.
--- signature: ql.reject_mutation()
 create or replace function ql.reject_mutation()
 returns trigger
 language plpgsql
 volatile
 as $$
+-- Attached BEFORE UPDATE OR DELETE (and TRUNCATE) to task revisions, run events and the audit.
 begin
   raise exception using
     errcode = 'QLIMM',
@@ -21,6 +20,6 @@ end;
 $$;
 
 comment on function ql.reject_mutation() is
-'Trigger: refuses UPDATE, DELETE and TRUNCATE. Raises QLIMM (immutable row).';
+'Returns nothing: it refuses UPDATE, DELETE and TRUNCATE by raising QLIMM.';
 
 commit;

@@ -5,15 +5,14 @@ begin;
 set local role ql_owner;
 
 -- ql.role_allows: the static permission table of project roles.
---   run.read  : owner, admin, operator, viewer
---   run.start : owner, admin, operator
---   run.stop  : owner, admin, operator
--- signature: ql.role_allows(text, text)
 create or replace function ql.role_allows(p_role text, p_permission text)
 returns boolean
 language sql
 immutable
 parallel safe
+--   run.read  : owner, admin, operator, viewer
+--   run.start : owner, admin, operator
+--   run.stop  : owner, admin, operator
 return coalesce(case p_permission
   when 'run.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
   when 'run.start' then p_role in ('owner', 'admin', 'operator')
@@ -21,6 +20,7 @@ return coalesce(case p_permission
 end, false);
 
 comment on function ql.role_allows(text, text) is
-'True when a project role grants a permission (run.read, run.start, run.stop); false for anything else. Never raises.';
+'Returns true when the role grants the permission (run.read, run.start, run.stop), false for anything else. '
+'Never raises.';
 
 commit;

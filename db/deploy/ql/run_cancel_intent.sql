@@ -5,9 +5,6 @@ begin;
 set local role ql_owner;
 
 -- ql.run_cancel_intent: write a Run's durable cancel intent once, with its run.cancel_requested event.
--- Used by lease control (reason timeout) and by user cancellation (reason user). The caller holds
--- the Run's row lock and passes database time read after its locks.
--- signature: ql.run_cancel_intent(uuid, ql.cancel_reason, ql.actor_kind, uuid, bigint)
 create or replace function ql.run_cancel_intent(
   p_run_id uuid,
   p_reason ql.cancel_reason,
@@ -19,12 +16,14 @@ returns bigint
 language plpgsql
 volatile
 as $$
+-- Used by lease control (reason timeout) and by user cancellation (reason user). The caller holds
+-- the Run's row lock and passes database time read after its locks.
 begin
   update ql.runs r
      set cancel_requested_at_ms = p_at_ms, cancel_reason = p_reason
    where r.id = p_run_id
      and r.cancel_requested_at_ms is null
-     and r.status not in ('succeeded', 'failed', 'cancelled', 'timed_out');
+     and not ql.is_terminal(r.status);
   if not found then
     return null;
   end if;
@@ -36,7 +35,7 @@ end;
 $$;
 
 comment on function ql.run_cancel_intent(uuid, ql.cancel_reason, ql.actor_kind, uuid, bigint) is
-'Writes cancel_requested_at_ms/cancel_reason and one run.cancel_requested event; returns the event sequence, '
-'or NULL (and writes nothing) when an intent already exists or the Run is terminal.';
+'Returns the event''s sequence, or NULL (writing nothing) when an intent exists or the Run is terminal. Raises '
+'only on a caller bug.';
 
 commit;

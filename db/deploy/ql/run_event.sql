@@ -5,12 +5,6 @@ begin;
 set local role ql_owner;
 
 -- ql.run_event: append one event to a Run's stream, optionally moving the Run to a new status.
--- One UPDATE bumps runs.version and runs.event_sequence together and the event takes exactly that sequence
--- (ql.run_event_insert writes it and refuses a duplicate event id or dedupe key), so sequences are contiguous
--- from 1 per Run. A caller that also changes other columns of the Run makes that one UPDATE itself and calls
--- ql.run_event_insert (one write of the Run per call).
--- The caller holds the Run's row lock and passes database time read after its locks.
--- signature: ql.run_event(uuid, ql.run_status, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)
 create or replace function ql.run_event(
   p_run_id uuid,
   p_status ql.run_status,       -- NULL keeps the status
@@ -27,13 +21,17 @@ returns bigint
 language plpgsql
 volatile
 as $$
+-- One UPDATE bumps runs.version and runs.event_sequence together and the event takes exactly that sequence
+-- (ql.run_event_insert writes it and refuses a duplicate event id or dedupe key), so sequences are contiguous
+-- from 1 per Run. A caller that also changes other columns of the Run makes that one UPDATE itself and calls
+-- ql.run_event_insert (one write of the Run per call).
+-- The caller holds the Run's row lock and passes database time read after its locks.
 declare
   v_sequence bigint;
 begin
   update ql.runs r
      set status = coalesce(p_status, r.status),
-         ended_at_ms = case when coalesce(p_status, r.status) in ('succeeded', 'failed', 'cancelled', 'timed_out')
-                            then coalesce(r.ended_at_ms, p_at_ms) end,
+         ended_at_ms = case when ql.is_terminal(coalesce(p_status, r.status)) then coalesce(r.ended_at_ms, p_at_ms) end,
          version = r.version + 1,
          event_sequence = r.event_sequence + 1
    where r.id = p_run_id
@@ -49,8 +47,7 @@ end;
 $$;
 
 comment on function ql.run_event(uuid, ql.run_status, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid) is
-'Appends one Run event (and optionally a status change) with the next contiguous sequence; returns it. '
-'Raises QLBUG when the Run does not exist (a caller bug) and unique_violation on a duplicate event id or dedupe key '
-'of the Run (constraint run_events_event_id_key or run_events_dedupe_key_key).';
+'Returns the event''s sequence. Raises QLBUG when the Run does not exist and unique_violation on a duplicate '
+'event id or dedupe key of the Run (run_events_event_id_key, run_events_dedupe_key_key).';
 
 commit;

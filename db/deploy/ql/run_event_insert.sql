@@ -5,16 +5,6 @@ begin;
 set local role ql_owner;
 
 -- ql.run_event_insert: write one event of a Run at the sequence its caller's one UPDATE of the Run already took.
--- The ONLY writer of ql.run_events. Its callers bump runs.version and runs.event_sequence together in the
--- UPDATE that also makes their own change of the Run (ql.run_event for a lone event; ql.attempt_end, the pull and
--- ql.run_requeue for a move and its events), so a Run is written once per call and sequences stay contiguous.
--- Event ids and dedupe keys are unique: ql.run_events is partitioned by time, so no unique index spans it;
--- every dedupe key names its Run or one of its Attempts and every stable event id hashes its Run
--- (ql.stable_event_id), so a duplicate can only be an event of the same Run. Those are written one at a time
--- under the Run's row lock (the caller's UPDATE), and the next statement sees every committed one: the INSERT
--- writes nothing when the Run's events (its primary key prefix) hold the id or the key, and then the lookup
--- raises unique_violation naming the unique key it stands for.
--- signature: ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)
 create or replace function ql.run_event_insert(
   p_run_id uuid,
   p_sequence bigint,            -- the Run's event_sequence the caller's UPDATE took for this event
@@ -31,6 +21,15 @@ returns void
 language plpgsql
 volatile
 as $$
+-- The ONLY writer of ql.run_events. Its callers bump runs.version and runs.event_sequence together in the
+-- UPDATE that also makes their own change of the Run (ql.run_event for a lone event; ql.attempt_end, the pull and
+-- ql.run_requeue for a move and its events), so a Run is written once per call and sequences stay contiguous.
+-- Event ids and dedupe keys are unique: ql.run_events is partitioned by time, so no unique index spans it;
+-- every dedupe key names its Run or one of its Attempts and every stable event id hashes its Run
+-- (ql.stable_event_id), so a duplicate can only be an event of the same Run. Those are written one at a time
+-- under the Run's row lock (the caller's UPDATE), and the next statement sees every committed one: the INSERT
+-- writes nothing when the Run's events (its primary key prefix) hold the id or the key, and then the lookup
+-- raises unique_violation naming the unique key it stands for.
 declare
   v_event_id uuid := coalesce(p_event_id, pg_catalog.gen_random_uuid());
   v_dup_id boolean;
@@ -54,8 +53,7 @@ end;
 $$;
 
 comment on function ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid) is
-'Writes one Run event at the sequence its caller took (bumping runs.version and event_sequence in its own UPDATE). '
-'Raises unique_violation on a duplicate event id or dedupe key of the Run (constraint run_events_event_id_key or '
-'run_events_dedupe_key_key).';
+'Returns nothing. Raises unique_violation on a duplicate event id or dedupe key of the Run '
+'(run_events_event_id_key, run_events_dedupe_key_key).';
 
 commit;

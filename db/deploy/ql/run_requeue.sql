@@ -4,21 +4,19 @@
 begin;
 set local role ql_owner;
 
--- ql.run_requeue: a due retry_wait Run becomes queued (event run.requeued): the one path of that move.
+-- ql.run_requeue: move a due retry_wait Run to queued (event run.requeued): the one path of that move.
+create or replace function ql.run_requeue(p_run ql.runs, p_actor_kind ql.actor_kind, p_now_ms bigint)
+returns void
+language plpgsql
+volatile
+as $$
 -- Two callers reach it: ql_api.offer_pull_v1, which offers a due retry at its retry time (actor
 -- system), and ql_api.lease_expiry_reconcile_v1's retry step (actor reconciler), for pools no Worker
 -- pulls from. The dedupe key names the Run and its Attempts spent, so the move is written once however
 -- many callers race for it. queued_at_ms becomes the move's database time; retry_at_ms is cleared.
 -- One UPDATE writes the Run (its move and the event's sequence, ql.run_event_insert).
 -- The caller holds the Run's row lock, read the Run after taking it, and passes database time.
--- Raises QLBUG when the Run is not a due retry_wait Run without a cancel intent (an intent always wins
 -- over a retry: convergence ends such a Run).
--- signature: ql.run_requeue(ql.runs, ql.actor_kind, bigint)
-create or replace function ql.run_requeue(p_run ql.runs, p_actor_kind ql.actor_kind, p_now_ms bigint)
-returns void
-language plpgsql
-volatile
-as $$
 declare
   v_sequence bigint;
 begin
@@ -39,7 +37,7 @@ end;
 $$;
 
 comment on function ql.run_requeue(ql.runs, ql.actor_kind, bigint) is
-'Moves a due retry_wait Run without a cancel intent to queued (run.requeued, queued_at_ms = now, retry_at_ms '
-'cleared). The one writer of that move. Raises QLBUG for any other Run (a caller bug).';
+'Returns nothing (queued_at_ms = now, retry_at_ms cleared). Raises QLBUG for a Run that is not a due retry_wait '
+'Run without a cancel intent.';
 
 commit;

@@ -5,13 +5,7 @@ begin;
 set local role ql_owner;
 
 -- ql_api.artifact_upload_v1: store one artifact (log or result) of a live Attempt and return its receipt.
--- Content is capped by ql.settings.artifact_max_bytes and must hash to the declared SHA-256.
--- One artifact per kind per Attempt: an exact replay returns the same receipt (also after the
--- Attempt ended); a different content for the same kind is fenced.
 -- Lock order: ql.attempt_fence's (its header states it).
--- Returns {"status":"stored","receipt":{"artifactId","kind","sha256","size"}} | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.artifact_upload_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bytea, integer, bytea)
--- grant execute: ql_runtime
 create or replace function ql_api.artifact_upload_v1(
   p_worker_id uuid,
   p_session_id uuid,
@@ -33,6 +27,9 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Content is capped by ql.settings.artifact_max_bytes and must hash to the declared SHA-256.
+-- One artifact per kind per Attempt: an exact replay returns the same receipt (also after the
+-- Attempt ended); a different content for the same kind is fenced.
 declare
   f record;
   v_artifact ql.artifacts;
@@ -72,9 +69,9 @@ end;
 $$;
 
 comment on function ql_api.artifact_upload_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bytea, integer, bytea) is
-'Stores an Attempt artifact and returns its receipt (id, sha256 hex, size). Results: stored | invalid (kind, sha256, size, '
-'too_large, sha256_mismatch) | not_found | fenced (ql.attempt_fence reasons, artifact_conflict, state_drift, lease_expired).';
-revoke all on function ql_api.artifact_upload_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bytea, integer, bytea) from public;
+'Returns stored {receipt: artifactId, kind, sha256, size} | invalid (kind, sha256, size, too_large, '
+'sha256_mismatch, the fence''s inputs) | not_found | fenced (ql.attempt_fence reasons, artifact_conflict, '
+'state_drift, lease_expired). Raises nothing on input.';
 grant execute on function ql_api.artifact_upload_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bytea, integer, bytea) to ql_runtime;
 
 commit;

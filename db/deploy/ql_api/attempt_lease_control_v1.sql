@@ -5,6 +5,26 @@ begin;
 set local role ql_owner;
 
 -- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (seed ADR-0118 §2).
+-- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the advisory
+--   lock first); the full path: ql.attempt_fence (its lock order).
+create or replace function ql_api.attempt_lease_control_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_project_id uuid,
+  p_run_id uuid,
+  p_attempt_id uuid,
+  p_offer_id uuid,
+  p_lease_generation bigint,
+  p_token_digest bytea,
+  p_expected_version bigint
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease and
 -- Attempt version +1 and a new expiry from database time. Then, in the same transaction:
 --   an existing cancel intent            → stop_requested with its reason (the renewal gives the
@@ -27,39 +47,14 @@ set local role ql_owner;
 -- to act on — reading the session and the Run without locking them (no shared row locks: concurrent renewals
 -- of one Worker create no MultiXacts). When it matches nothing (a replay, a fence, a deadline passed, bad
 -- input) the full path below answers, exactly as before.
--- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the
--- advisory lock first); the full path: ql.attempt_fence (its lock order).
--- Returns {"status":"renewed"|"stop_requested",…} | {"status":"terminal",…}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}. Never echoes the token or its digest.
--- signature: ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint)
--- grant execute: ql_runtime
-create or replace function ql_api.attempt_lease_control_v1(
-  p_worker_id uuid,
-  p_session_id uuid,
-  p_worker_generation bigint,
-  p_project_id uuid,
-  p_run_id uuid,
-  p_attempt_id uuid,
-  p_offer_id uuid,
-  p_lease_generation bigint,
-  p_token_digest bytea,
-  p_expected_version bigint
-)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   f record;
   v_run ql.runs;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
   v_now bigint;
-  v_answer jsonb;
 begin
-  if p_expected_version is null or p_expected_version not between 1 and 9007199254740990 then
+  if p_expected_version is null or p_expected_version not between 1 and ql.max_safe_integer() - 1 then
     return ql.outcome('invalid', 'expected_version');
   end if;
 
@@ -76,56 +71,53 @@ begin
        and a.status in ('claimed', 'starting', 'running')
        and r.id = a.run_id and r.id = p_run_id and r.project_id = p_project_id
        and (r.cancel_requested_at_ms is not null or a.deadline_at_ms is null or a.deadline_at_ms > v_now)
-       and s.id = p_session_id and s.worker_id = p_worker_id and s.status = 'live'
-       and s.expires_at_ms > v_now and s.worker_generation = p_worker_generation
+       and s.id = p_session_id and ql.session_fence(s, p_worker_id, p_worker_generation, v_now) is null
     returning l.attempt_id, l.version, l.expires_at_ms, a.deadline_at_ms, r.cancel_reason, r.cancel_requested_at_ms
   ), bumped as (
     update ql.run_attempts a set version = a.version + 1 from renewed where a.id = renewed.attempt_id
   )
-  select jsonb_build_object(
-           'status', case when n.cancel_requested_at_ms is null then 'renewed' else 'stop_requested' end,
-           'leaseVersion', n.version, 'renewedAtMs', v_now, 'expiresAtMs', n.expires_at_ms,
-           'deadlineAtMs', n.deadline_at_ms, 'stopReason', n.cancel_reason,
-           'cancelRequestedAtMs', n.cancel_requested_at_ms)
-    into v_answer
+  select n.version, n.expires_at_ms, n.deadline_at_ms, n.cancel_reason, n.cancel_requested_at_ms
+    into v_lease.version, v_lease.expires_at_ms, v_attempt.deadline_at_ms, v_run.cancel_reason,
+         v_run.cancel_requested_at_ms
     from renewed n;
-  if v_answer is not null then return v_answer; end if;
 
-  select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
-                                        p_run_id, p_attempt_id, p_offer_id, p_lease_generation, p_token_digest);
-  if f.outcome is not null then return f.outcome; end if;
-  v_run := f.run; v_attempt := f.attempt; v_lease := f.lease;
+  if not found then   -- the full path
+    select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
+                                          p_run_id, p_attempt_id, p_offer_id, p_lease_generation, p_token_digest);
+    if f.outcome is not null then return f.outcome; end if;
+    v_run := f.run; v_attempt := f.attempt; v_lease := f.lease; v_now := f.now_ms;
 
-  if v_attempt.status in ('succeeded', 'failed', 'cancelled', 'timed_out') then
-    return jsonb_build_object(
-      'status', 'terminal', 'runStatus', v_run.status, 'attemptStatus', v_attempt.status,
-      'exitCode', v_attempt.exit_code, 'errorCode', v_attempt.error_code, 'endedAtMs', v_attempt.ended_at_ms);
-  end if;
-  if v_attempt.status not in ('claimed', 'starting', 'running') then
-    return ql.outcome('fenced', 'state_drift');   -- lost or abandoned: the Attempt is no longer this Worker's
-  end if;
-  if v_lease.version not in (p_expected_version, p_expected_version + 1) then
-    return ql.outcome('fenced', 'stale_version');
-  end if;
-  if v_lease.expires_at_ms <= f.now_ms then return ql.outcome('fenced', 'lease_expired'); end if;
-  if v_lease.version = p_expected_version then   -- else the replay: answer the stored renewal, write nothing
-    update ql.run_leases l
-       set version = l.version + 1, renewed_at_ms = f.now_ms, expires_at_ms = f.now_ms + st.lease_ttl_ms
-      from ql.settings st
-     where l.attempt_id = p_attempt_id
-    returning l.* into v_lease;
-    update ql.run_attempts a set version = a.version + 1 where a.id = p_attempt_id;
+    if ql.is_terminal(v_attempt.status) then
+      return jsonb_build_object(
+        'status', 'terminal', 'runStatus', v_run.status, 'attemptStatus', v_attempt.status,
+        'exitCode', v_attempt.exit_code, 'errorCode', v_attempt.error_code, 'endedAtMs', v_attempt.ended_at_ms);
+    end if;
+    if v_attempt.status not in ('claimed', 'starting', 'running') then
+      return ql.outcome('fenced', 'state_drift');   -- lost or abandoned: the Attempt is no longer this Worker's
+    end if;
+    if v_lease.version not in (p_expected_version, p_expected_version + 1) then
+      return ql.outcome('fenced', 'stale_version');
+    end if;
+    if v_lease.expires_at_ms <= v_now then return ql.outcome('fenced', 'lease_expired'); end if;
+    if v_lease.version = p_expected_version then   -- else the replay: answer the stored renewal, write nothing
+      update ql.run_leases l
+         set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
+        from ql.settings st
+       where l.attempt_id = p_attempt_id
+      returning l.* into v_lease;
+      update ql.run_attempts a set version = a.version + 1 where a.id = p_attempt_id;
 
-    if v_run.cancel_requested_at_ms is null and v_attempt.deadline_at_ms <= f.now_ms then
-      perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, f.now_ms);
-      select * into v_run from ql.runs r where r.id = p_run_id;
+      if v_run.cancel_requested_at_ms is null and v_attempt.deadline_at_ms <= v_now then
+        perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, v_now);
+        select * into v_run from ql.runs r where r.id = p_run_id;
+      end if;
     end if;
   end if;
 
   return jsonb_build_object(
     'status', case when v_run.cancel_requested_at_ms is null then 'renewed' else 'stop_requested' end,
     'leaseVersion', v_lease.version,
-    'renewedAtMs', f.now_ms,   -- a renewal's own time; for a replay, now: expiresAtMs - renewedAtMs is the time left
+    'renewedAtMs', v_now,   -- a renewal's own time; for a replay, now: expiresAtMs - renewedAtMs is the time left
     'expiresAtMs', v_lease.expires_at_ms,
     'deadlineAtMs', v_attempt.deadline_at_ms,
     'stopReason', v_run.cancel_reason,
@@ -134,11 +126,10 @@ end;
 $$;
 
 comment on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) is
-'Renews a live Attempt''s Lease (version +1) and returns renewed | stop_requested (existing intent, or the timeout intent '
-'it writes when the pinned deadline passed); a replay with the version before the current one answers the stored '
-'renewal without writing | terminal | invalid | not_found | fenced (ql.attempt_fence reasons, '
-'state_drift, stale_version, lease_expired). Raises nothing on input.';
-revoke all on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) from public;
+'Returns renewed | stop_requested {leaseVersion, renewedAtMs, expiresAtMs, deadlineAtMs, stopReason, '
+'cancelRequestedAtMs} | terminal {runStatus, attemptStatus, exitCode, errorCode, endedAtMs} | invalid | '
+'not_found | fenced (ql.attempt_fence reasons, state_drift, stale_version, lease_expired); never the token or '
+'its digest. Raises nothing on input.';
 grant execute on function ql_api.attempt_lease_control_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint) to ql_runtime;
 
 commit;

@@ -4,9 +4,16 @@
 begin;
 set local role ql_owner;
 
--- ql_api.converge: one convergence cycle — pages of cancellation convergence, then pages of lease-expiry
--- recovery, then pages of the scheduler (ql_api.schedule_fire_v1: due schedule fire times become Runs), then
--- pages of output retention (ql_api.output_expire_v1: chunks older than output_retention_days), each
+-- ql_api.converge: one convergence cycle: pages of cancellation, lease expiry, the scheduler and output retention.
+create or replace procedure ql_api.converge(
+  p_page_size integer default 64,
+  p_max_pages integer default 16,
+  p_grace_ms bigint default 30000
+)
+language plpgsql
+as $$
+-- In order: ql_api.run_cancellation_converge_v1, ql_api.lease_expiry_reconcile_v1, ql_api.schedule_fire_v1 (due
+-- schedule fire times become Runs), ql_api.output_expire_v1 (chunks older than output_retention_days), each
 -- page its own short transaction (COMMIT between pages), stopping early on a short page (or, for
 -- convergence, a page that converged nothing: only blocked Runs are left). The scheduler and retention come
 -- last, so a fault in them can delay fire times or deletions but never the recovery of Runs.
@@ -16,16 +23,6 @@ set local role ql_owner;
 -- qualifies every name, and only calls the four SECURITY DEFINER page functions. Call it outside an
 -- explicit transaction block (CALL in autocommit mode), or the COMMITs fail.
 -- Bounds: p_page_size 1..128, p_max_pages 1..64, p_grace_ms 0..86400000. Never a per-Run timer.
--- Raises 22023 (invalid_parameter_value) for out-of-range bounds.
--- signature: ql_api.converge(integer, integer, bigint)
--- grant execute: ql_scheduler
-create or replace procedure ql_api.converge(
-  p_page_size integer default 64,
-  p_max_pages integer default 16,
-  p_grace_ms bigint default 30000
-)
-language plpgsql
-as $$
 declare
   v_page jsonb;
   v_pages integer;
@@ -75,11 +72,8 @@ end;
 $$;
 
 comment on procedure ql_api.converge(integer, integer, bigint) is
-'One convergence cycle: pages of run_cancellation_converge_v1, of lease_expiry_reconcile_v1, of schedule_fire_v1, '
-'then of output_expire_v1, '
-'COMMIT after each, '
-'early stop on a short page. SECURITY INVOKER by necessity (COMMIT). Raises 22023 on out-of-range bounds.';
-revoke all on procedure ql_api.converge(integer, integer, bigint) from public;
+'Returns nothing; COMMITs after each page. Raises 22023 for bounds out of range (page size 1..128, pages 1..64, '
+'grace 0..86400000 ms).';
 grant execute on procedure ql_api.converge(integer, integer, bigint) to ql_scheduler;
 
 commit;

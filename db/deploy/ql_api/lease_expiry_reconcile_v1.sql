@@ -5,6 +5,15 @@ begin;
 set local role ql_owner;
 
 -- ql_api.lease_expiry_reconcile_v1: one bounded page of lease-expiry recovery and the retry authority.
+-- Lock order: Attempt advisory lock (TRY) → run (FOR NO KEY UPDATE SKIP LOCKED) → attempt → lease; step 2: run (FOR
+--   NO KEY UPDATE SKIP LOCKED).
+create or replace function ql_api.lease_expiry_reconcile_v1(p_limit integer, p_grace_ms bigint)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- Step 1 (Attempts, oldest expiry first, at most p_limit):
 --   claimed whose Lease (= offer) expired            → Attempt abandoned; the Run stays queued and
 --                                                       offerable again (event attempt.abandoned), or
@@ -18,18 +27,6 @@ set local role ql_owner;
 --   (ql.run_requeue, the one path of that move: a pull of the Run's pool makes it too, at the retry time).
 --   A Run with a cancel intent is left to convergence: an intent always wins over a retry.
 -- Every candidate is skipped, never waited for, when another transaction holds it.
--- Lock order: Attempt advisory lock (TRY) → run (FOR NO KEY UPDATE SKIP LOCKED) → attempt → lease;
---   step 2: run (FOR NO KEY UPDATE SKIP LOCKED).
--- Returns {"status":"ok","abandoned","lost","retryScheduled","failed","requeued","scanned"} | {"status":"invalid","reason"}.
--- signature: ql_api.lease_expiry_reconcile_v1(integer, bigint)
--- grant execute: ql_scheduler
-create or replace function ql_api.lease_expiry_reconcile_v1(p_limit integer, p_grace_ms bigint)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_candidate record;
   v_run ql.runs;
@@ -126,9 +123,8 @@ end;
 $$;
 
 comment on function ql_api.lease_expiry_reconcile_v1(integer, bigint) is
-'Abandons expired claims, marks Attempts lost after expiry + grace, and moves lost / due retry_wait Runs on '
-'(retry_wait, failed, queued) unless a cancel intent exists. Results: ok {counts} | invalid (limit, grace_ms).';
-revoke all on function ql_api.lease_expiry_reconcile_v1(integer, bigint) from public;
+'Returns ok {abandoned, lost, retryScheduled, failed, requeued, scanned} | invalid (limit, grace_ms). Raises '
+'nothing on input.';
 grant execute on function ql_api.lease_expiry_reconcile_v1(integer, bigint) to ql_scheduler;
 
 commit;

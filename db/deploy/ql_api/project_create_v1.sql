@@ -5,9 +5,6 @@ begin;
 set local role ql_owner;
 
 -- ql_api.project_create_v1: create a Project by name, or find the one that has it (an operator's command).
--- Not granted to ql_runtime: operators call it as a DBA (the qinglong CLI).
--- Returns {"status":"created"|"exists","projectId"} | {"status":"invalid","reason":"name"}.
--- signature: ql_api.project_create_v1(text)
 create or replace function ql_api.project_create_v1(p_name text)
 returns jsonb
 language plpgsql
@@ -29,7 +26,6 @@ end;
 $$;
 
 comment on function ql_api.project_create_v1(text) is
-'Creates a Project (idempotent by name). Results: created | exists | invalid (name). Operators only.';
-revoke all on function ql_api.project_create_v1(text) from public;
+'Returns created | exists {projectId} | invalid (name). Raises nothing on input.';
 
 commit;

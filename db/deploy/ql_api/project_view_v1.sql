@@ -4,18 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.project_view_v1: what an admitted subject may see and do in one Project, for the user API's
--- `GET /api/v3/projects/{project}` (the web console asks it once, to offer only the actions the role allows).
--- The answer names the Project (id, name, status), the subject (name, kind), its active role, and, for each of
--- run.read, run.start and run.stop, the decision request_admission_v1 would take now: allow, deny, or
--- approval_required (an agent asking run.stop). One source of those rules: ql.admission_reason, which admission
--- decides by. A subject without an active binding, or a
--- missing Project, is not_found project (as admission sees it). Reads only.
--- Returns {"status":"found","projectId","project","projectStatus","subject","subjectKind","role",
---          "runRead","runStart","runStop"} | {"status":"invalid","reason":"project_id"|"subject_id"}
---   | {"status":"not_found","reason":"project"}.
--- signature: ql_api.project_view_v1(uuid, uuid)
--- grant execute: ql_runtime
+-- ql_api.project_view_v1: what an admitted subject may see and do in one Project (the user API, the web console).
 create or replace function ql_api.project_view_v1(p_project_id uuid, p_subject_id uuid)
 returns jsonb
 language plpgsql
@@ -23,6 +12,11 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The answer names the Project (id, name, status), the subject (name, kind), its active role, and, for each of
+-- run.read, run.start and run.stop, the decision request_admission_v1 would take now: allow, deny, or
+-- approval_required (an agent asking run.stop). One source of those rules: ql.admission_reason, which admission
+-- decides by. A subject without an active binding, or a
+-- missing Project, is not_found project (as admission sees it). Reads only.
 declare
   v_project ql.projects;
   v_subject ql.subjects;
@@ -45,10 +39,9 @@ end;
 $$;
 
 comment on function ql_api.project_view_v1(uuid, uuid) is
-'An admitted subject''s view of a Project: id, name, status, the subject''s name and kind, its role, and the decision '
-'(allow | deny | approval_required) admission takes for run.read, run.start and run.stop. Results: found, invalid, '
-'not_found (no active binding, like admission). Reads only.';
-revoke all on function ql_api.project_view_v1(uuid, uuid) from public;
+'Returns found {projectId, project, projectStatus, subject, subjectKind, role, runRead, runStart, runStop: '
+'allow | deny | approval_required} | invalid (project_id, subject_id) | not_found (project: also without an '
+'active binding). Raises nothing on input.';
 grant execute on function ql_api.project_view_v1(uuid, uuid) to ql_runtime;
 
 commit;

@@ -4,16 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.project_workers_v1: the Workers that serve one Project, for the user API's
--- `GET /api/v3/projects/{project}/workers` (run.read). Least disclosure: only the Workers whose pool one of the
--- Project's tasks uses (its current revision's plan pool, 'default' when the plan names none), and of each only
--- its name, pool, generation, status, online, last contact and the number of THIS Project's Attempts it holds
--- (claimed, starting, running) — never its id, certificate fingerprint, sessions or other Projects' work.
--- online and lastContactAtMs: ql.worker_presence, as in ql_api.worker_list_v1. Reads only.
--- Returns {"status":"listed","workers":[{"name","pool","generation","status","online","lastContactAtMs",
---          "activeAttempts"}…]} (by name, then id) | {"status":"invalid","reason":"project_id"}.
--- signature: ql_api.project_workers_v1(uuid)
--- grant execute: ql_runtime
+-- ql_api.project_workers_v1: the Workers that serve one Project, least disclosure (the user API, run.read).
 create or replace function ql_api.project_workers_v1(p_project_id uuid)
 returns jsonb
 language plpgsql
@@ -21,6 +12,11 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Least disclosure: only the Workers whose pool one of the
+-- Project's tasks uses (its current revision's plan pool, 'default' when the plan names none), and of each only
+-- its name, pool, generation, status, online, last contact and the number of THIS Project's Attempts it holds
+-- (claimed, starting, running) — never its id, certificate fingerprint, sessions or other Projects' work.
+-- online and lastContactAtMs: ql.worker_presence, as in ql_api.worker_list_v1. Reads only.
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   return (
@@ -39,9 +35,8 @@ end;
 $$;
 
 comment on function ql_api.project_workers_v1(uuid) is
-'The Workers of the pools a Project''s tasks use: name, pool, generation, status, online, lastContactAtMs and the '
-'Project''s own active Attempts on it (never ids or fingerprints). Results: listed, invalid. Reads only.';
-revoke all on function ql_api.project_workers_v1(uuid) from public;
+'Returns listed {workers: name, pool, generation, status, online, lastContactAtMs, activeAttempts (this '
+'Project''s)}, never an id or a fingerprint | invalid (project_id). Raises nothing on input.';
 grant execute on function ql_api.project_workers_v1(uuid) to ql_runtime;
 
 commit;

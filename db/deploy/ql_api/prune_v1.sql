@@ -4,8 +4,16 @@
 begin;
 set local role ql_owner;
 
--- ql_api.prune_v1: one bounded page of Run retention (docs/decisions/0009-retention.md). With
--- ql.settings.run_retention_days NULL it does nothing; otherwise the cutoff is now minus that many days, and:
+-- ql_api.prune_v1: one bounded page of Run retention (docs/decisions/0009-retention.md).
+-- Lock order: runs, then its Attempts' rows, artifacts, leases, offers; then sessions; then mutations.
+create or replace function ql_api.prune_v1(p_limit integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+-- With ql.settings.run_retention_days NULL it does nothing; otherwise the cutoff is now minus that many days, and:
 -- 1. at most p_limit terminal Runs that ended before the cutoff, oldest first (ql.runs_ended_idx), none of whose
 --    Attempts is live, are deleted with everything of theirs: their Attempts' artifacts, Leases and offers, the
 --    Attempts (their output goes with them, ON DELETE CASCADE) and the Runs. Their events stay in ql.run_events
@@ -18,18 +26,7 @@ set local role ql_owner;
 --    later than the retention is a new mutation.
 -- A Run, session or mutation another transaction holds is skipped, never waited for (FOR UPDATE SKIP LOCKED);
 -- a Run's row lock is what every writer of the Run takes first, so nothing can start on a Run being pruned.
--- Lock order: runs, then its Attempts' rows, artifacts, leases, offers; then sessions; then mutations.
 -- Sessions and mutations are found by a sequential scan that stops at p_limit (old rows come first in the heap).
--- Returns {"status":"ok","runs","sessions","mutations"} (rows deleted) | {"status":"invalid","reason":"limit"} (1..1024).
--- signature: ql_api.prune_v1(integer)
--- grant execute: ql_scheduler
-create or replace function ql_api.prune_v1(p_limit integer)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_days integer;
   v_cutoff bigint;
@@ -81,10 +78,8 @@ end;
 $$;
 
 comment on function ql_api.prune_v1(integer) is
-'One page of Run retention: at most p_limit terminal Runs ended before run_retention_days (with their Attempts, '
-'Leases, offers, artifacts and output), ended sessions and user mutations older than it. Events stay (dropped by '
-'partition). Results: ok (runs, sessions, mutations) | invalid (limit). Nothing when retention is NULL.';
-revoke all on function ql_api.prune_v1(integer) from public;
+'Returns ok {runs, sessions, mutations} (rows deleted; 0 when run_retention_days is NULL) | invalid (limit: '
+'1..1024). Raises nothing on input.';
 grant execute on function ql_api.prune_v1(integer) to ql_scheduler;
 
 commit;

@@ -4,20 +4,8 @@
 begin;
 set local role ql_owner;
 
--- ql_api.request_admission_v1: authenticate a bearer token's digest, decide a permission on a project
--- and write the durable security audit row — one committed transaction, before the request body is read.
--- Decisions: allow | deny | require_approval (an agent asking run.stop always needs a human).
--- A subject without an active binding sees the project as missing (deny, reason project.not_found),
--- so projects cannot be enumerated. The bearer token itself never reaches the database.
--- Unauthenticated (an unknown token, auth.unknown_token; a disabled subject, auth.subject_disabled): deny
--- with no audit row and no write at all, so a flood of them costs one index read each (decision 0006;
--- the shell's metric and log line record them). Every decision about an active subject is audited.
+-- ql_api.request_admission_v1: authenticate a bearer digest, decide a permission on a project and audit it, before the body is read.
 -- Lock order: none (reads; at most one insert).
--- Returns {"decision","reason","subjectId","subjectKind","projectVersion","bindingVersion","auditId"}
---   (auditId the nil uuid when nothing was audited: the answer keeps its @v0.1.0 shape, so a shell of the
---   previous release still reads it) | {"status":"invalid","reason"} (a shell bug: nothing is audited).
--- signature: ql_api.request_admission_v1(bytea, uuid, text, text, text)
--- grant execute: ql_runtime
 create or replace function ql_api.request_admission_v1(
   p_token_digest bytea,
   p_project_id uuid,
@@ -31,6 +19,12 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Decisions: allow | deny | require_approval (an agent asking run.stop always needs a human).
+-- A subject without an active binding sees the project as missing (deny, reason project.not_found),
+-- so projects cannot be enumerated. The bearer token itself never reaches the database.
+-- Unauthenticated (an unknown token, auth.unknown_token; a disabled subject, auth.subject_disabled): deny
+-- with no audit row and no write at all, so a flood of them costs one index read each (decision 0006;
+-- the shell's metric and log line record them). Every decision about an active subject is audited.
 declare
   v_subject ql.subjects;
   v_project ql.projects;
@@ -79,11 +73,10 @@ end;
 $$;
 
 comment on function ql_api.request_admission_v1(bytea, uuid, text, text, text) is
-'Authenticates a bearer-token digest, decides allow | deny | require_approval for (project, permission) and commits '
-'one security_audit row for an active subject. Reasons: ok, project.not_found, project.archived, role.insufficient, '
-'agent.approval_required; auth.unknown_token and auth.subject_disabled deny and write nothing (auditId the nil uuid, '
-'decision 0006). invalid (nothing audited) for malformed arguments. Raises nothing on input.';
-revoke all on function ql_api.request_admission_v1(bytea, uuid, text, text, text) from public;
+'Returns {decision: allow | deny | require_approval, reason: ok | project.not_found | project.archived | '
+'role.insufficient | agent.approval_required | auth.unknown_token | auth.subject_disabled, subjectId, '
+'subjectKind, projectVersion, bindingVersion, auditId (the nil uuid when nothing was audited)} | invalid '
+'(nothing audited). Raises nothing on input.';
 grant execute on function ql_api.request_admission_v1(bytea, uuid, text, text, text) to ql_runtime;
 
 commit;

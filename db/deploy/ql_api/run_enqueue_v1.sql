@@ -5,15 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql_api.run_enqueue_v1: queue a Run of a task, pinned to the task's current execution revision.
--- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
--- another command under a used mutationId is fenced. The admitted policy is re-verified first.
--- A disabled task (ql_api.task_status_set_v1) is fenced (task_disabled) and nothing changes.
--- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two
---   concurrent first calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
--- Returns {"status":"enqueued"|"already_enqueued","runId","taskRevisionId","queuedAtMs"}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint)
--- grant execute: ql_runtime
+-- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId), so two concurrent first
+--   calls of one mutation queue one Run → task (FOR SHARE) → mutation row (insert).
 create or replace function ql_api.run_enqueue_v1(
   p_subject_id uuid,
   p_project_id uuid,
@@ -28,13 +21,16 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Idempotent by (subject, mutationId): the same command replays already_enqueued with the same Run;
+-- another command under a used mutationId is fenced. The admitted policy is re-verified first.
+-- A disabled task (ql_api.task_status_set_v1) is fenced (task_disabled) and nothing changes.
 declare
   v_fence jsonb;
   v_task ql.tasks;
   v_digest bytea;
   v_mutation ql.mutations;
   v_revision ql.task_execution_revisions;
-  v_run ql.runs;
+  v_run_id uuid;
   v_now bigint;
   v_result jsonb;
 begin
@@ -66,16 +62,11 @@ begin
   select * into strict v_revision from ql.task_execution_revisions r where r.id = v_task.current_revision_id;
 
   v_now := ql.now_ms();
-  insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms)
-  values (p_project_id, p_task_id, v_revision.id, coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created',
-          v_now, v_now)
-  returning * into v_run;
-  perform ql.run_event(v_run.id, 'queued', 'run.queued', (select s.kind from ql.subjects s where s.id = p_subject_id),
-                       p_subject_id, null,
-                       jsonb_build_object('taskId', p_task_id, 'taskRevisionId', v_revision.id, 'mutationId', p_mutation_id),
-                       v_now, 'run.queued:' || v_run.id::text);
+  v_run_id := gen_random_uuid();
+  perform ql.run_create(v_run_id, v_revision, (select s.kind from ql.subjects s where s.id = p_subject_id),
+                        p_subject_id, jsonb_build_object('mutationId', p_mutation_id), v_now);
 
-  v_result := jsonb_build_object('status', 'enqueued', 'runId', v_run.id, 'taskRevisionId', v_revision.id,
+  v_result := jsonb_build_object('status', 'enqueued', 'runId', v_run_id, 'taskRevisionId', v_revision.id,
                                  'queuedAtMs', v_now);
   insert into ql.mutations (subject_id, mutation_id, command_digest, result, created_at_ms)
   values (p_subject_id, p_mutation_id, v_digest, v_result, v_now);
@@ -84,10 +75,8 @@ end;
 $$;
 
 comment on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) is
-'Queues a Run pinned to the task''s current revision (event run.queued). Results: enqueued | already_enqueued (same '
-'mutation replayed) | invalid | not_found (project, task) | fenced (ql.policy_fence reasons, mutation_conflict, '
-'task_disabled).';
-revoke all on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) from public;
+'Returns enqueued | already_enqueued {runId, taskRevisionId, queuedAtMs} | invalid | not_found (project, task) '
+'| fenced (ql.policy_fence reasons, mutation_conflict, task_disabled). Raises nothing on input.';
 grant execute on function ql_api.run_enqueue_v1(uuid, uuid, uuid, text, bigint, bigint) to ql_runtime;
 
 commit;

@@ -4,24 +4,8 @@
 begin;
 set local role ql_owner;
 
--- ql_api.run_list_v1: the run history of a Project for the CLI and the user API (`run.read`): its Runs,
--- newest first by (created_at_ms, id), optionally filtered by task, status and a creation-time range
--- [since, until), one keyset page at a time. The key is immutable (a Run's creation time and id), so a
--- page is stable under concurrent inserts: a Run created later sorts before every cursor, never into a
--- later page, and no Run is skipped or repeated. The cursor is opaque to the client: base64url (no
--- padding) of the last row's created_at_ms (8 bytes, big-endian) and id (16 bytes), 32 characters;
--- nextCursor is null on the last page. A page holds p_limit (1..100, NULL = 50) Runs.
--- Each filter combination is one range scan of its index (ql/run_history_indexes); the statement is
--- built from fixed fragments for the filters given (values travel as parameters, never as text), so
--- each call is planned with its own filters. Another Project's Runs are never read.
--- Per Run: its task's name, its attempt count, startedAtMs (the first Attempt's starting ACK),
--- endedAtMs, the last Attempt's exit code and the cancel reason.
+-- ql_api.run_list_v1: a Project's Runs, newest first, filtered by task, status and creation time, in keyset pages.
 -- Lock order: none (one snapshot read).
--- Returns {"status":"listed","runs":[{"runId","taskId","taskName","status","attemptCount","createdAtMs",
---   "startedAtMs","endedAtMs","exitCode","cancelReason"}],"nextCursor"}
---   | {"status":"invalid","reason":"project_id"|"limit"|"status"|"time_range"|"cursor"}.
--- signature: ql_api.run_list_v1(uuid, uuid, text, bigint, bigint, integer, text)
--- grant execute: ql_runtime
 create or replace function ql_api.run_list_v1(
   p_project_id uuid,
   p_task_id uuid default null,
@@ -37,6 +21,17 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Newest first by (created_at_ms, id), filtered by task, status and a creation-time range [since, until), one
+-- keyset page at a time. The key is immutable (a Run's creation time and id), so a
+-- page is stable under concurrent inserts: a Run created later sorts before every cursor, never into a
+-- later page, and no Run is skipped or repeated. The cursor is opaque to the client: base64url (no
+-- padding) of the last row's created_at_ms (8 bytes, big-endian) and id (16 bytes), 32 characters;
+-- nextCursor is null on the last page. A page holds p_limit (1..100, NULL = 50) Runs.
+-- Each filter combination is one range scan of its index (ql/run_history_indexes); the statement is
+-- built from fixed fragments for the filters given (values travel as parameters, never as text), so
+-- each call is planned with its own filters. Another Project's Runs are never read.
+-- Per Run: its task's name, its attempt count, startedAtMs (the first Attempt's starting ACK),
+-- endedAtMs, the last Attempt's exit code and the cancel reason.
 declare
   v_limit integer := coalesce(p_limit, 50);
   v_status ql.run_status;
@@ -53,7 +48,7 @@ begin
   exception when check_violation then
     return ql.outcome('invalid', 'status');
   end;
-  if p_since_ms not between 0 and 9007199254740991 or p_until_ms not between 0 and 9007199254740991
+  if p_since_ms not between 0 and ql.max_safe_integer() or p_until_ms not between 0 and ql.max_safe_integer()
      or p_since_ms >= p_until_ms then
     return ql.outcome('invalid', 'time_range');
   end if;
@@ -62,7 +57,7 @@ begin
     v_key := decode(translate(p_cursor, '-_', '+/'), 'base64');
     v_after_ms := ('x' || encode(substr(v_key, 1, 8), 'hex'))::bit(64)::bigint;
     v_after_id := encode(substr(v_key, 9, 16), 'hex')::uuid;
-    if v_after_ms not between 0 and 9007199254740991 then return ql.outcome('invalid', 'cursor'); end if;
+    if v_after_ms not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'cursor'); end if;
   end if;
 
   -- One more than the page, to know whether there is a next one.
@@ -101,10 +96,8 @@ end;
 $$;
 
 comment on function ql_api.run_list_v1(uuid, uuid, text, bigint, bigint, integer, text) is
-'A Project''s Runs, newest first, filtered by task, status and creation time [since, until), one keyset page '
-'(1..100, default 50) with an opaque nextCursor. Results: listed | invalid (project_id, limit, status, time_range, '
-'cursor). The caller (the shell) has admitted run.read on the project first. Raises nothing on input.';
-revoke all on function ql_api.run_list_v1(uuid, uuid, text, bigint, bigint, integer, text) from public;
+'Returns listed {runs, nextCursor} | invalid (project_id, limit, status, time_range, cursor). Raises nothing on '
+'input.';
 grant execute on function ql_api.run_list_v1(uuid, uuid, text, bigint, bigint, integer, text) to ql_runtime;
 
 commit;

@@ -4,15 +4,8 @@
 begin;
 set local role ql_owner;
 
--- ql_api.run_timeline_v1: the read model of one Run for the CLI and the user API (`run.read`).
--- The Run's current projection and its first 256 events in sequence order (a Run has a handful:
--- queued, claimed, starting, running, renewals write none, the ending pair; retries add a few).
--- A Run of another Project and a missing Run are the same not_found.
+-- ql_api.run_timeline_v1: the read model of one Run and its events, for the CLI and the user API (run.read).
 -- Lock order: none (one snapshot read).
--- Returns {"status":"found","run":{…},"events":[{"sequence","type","actorKind","attemptId","occurredAtMs","payload"}],"truncated"}
---   | {"status":"invalid"|"not_found","reason"}. payload is the event's JSON object as canonical text.
--- signature: ql_api.run_timeline_v1(uuid, uuid)
--- grant execute: ql_runtime
 create or replace function ql_api.run_timeline_v1(p_project_id uuid, p_run_id uuid)
 returns jsonb
 language plpgsql
@@ -20,6 +13,9 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The Run's current projection and its first 256 events in sequence order (a Run has a handful:
+-- queued, claimed, starting, running, renewals write none, the ending pair; retries add a few).
+-- A Run of another Project and a missing Run are the same not_found.
 declare
   v_run ql.runs;
 begin
@@ -46,9 +42,8 @@ end;
 $$;
 
 comment on function ql_api.run_timeline_v1(uuid, uuid) is
-'The Run and its first 256 events. Results: found | invalid | not_found (run, also for another Project''s Run). '
-'The caller (the shell) has admitted run.read on the project first. Raises nothing on input.';
-revoke all on function ql_api.run_timeline_v1(uuid, uuid) from public;
+'Returns found {run, events (the first 256), truncated} | invalid | not_found (run, also another Project''s). '
+'Raises nothing on input.';
 grant execute on function ql_api.run_timeline_v1(uuid, uuid) to ql_runtime;
 
 commit;

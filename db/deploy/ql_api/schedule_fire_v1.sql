@@ -4,8 +4,16 @@
 begin;
 set local role ql_owner;
 
--- ql_api.schedule_fire_v1: one page of the scheduler (docs/architecture.md §4 item 10): handles up to p_limit due
--- schedules (next_fire_at_ms <= now), most overdue first, FOR NO KEY UPDATE SKIP LOCKED so schedulers running
+-- ql_api.schedule_fire_v1: one scheduler page: each due fire time handled exactly once, missed ones folded.
+-- Lock order: schedule (FOR NO KEY UPDATE SKIP LOCKED) → project (FOR SHARE) → task (FOR SHARE) → the new Run.
+create or replace function ql_api.schedule_fire_v1(p_limit integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+-- Due schedules (next_fire_at_ms <= now), most overdue first, FOR NO KEY UPDATE SKIP LOCKED so schedulers running
 -- at once split the work. ql_api.converge calls it after its other pages; pg_cron runs that every minute.
 -- For each schedule, its due fire time (next_fire_at_ms) is handled exactly once:
 -- * the row lock and the advance of next_fire_at_ms past now in the same transaction mean a second scheduler
@@ -20,19 +28,8 @@ set local role ql_owner;
 -- current revision, event run.queued, here with actor system and the fire time in its payload);
 -- skipped_overlap (the schedule says skip and a Run of the task is not terminal); skipped_inactive (the
 -- Project is archived, the task is disabled, or it has no current revision). Skips are rows of ql.schedule_fires.
--- Lock order: schedule (FOR NO KEY UPDATE SKIP LOCKED) → project (FOR SHARE) → task (FOR SHARE) → the new Run.
 -- A stored expression that no longer parses is a bug (QLBUG): ql_api.task_schedule_set_v1 stores only what
 -- ql.cron_parse accepts.
--- Returns {"status":"ok","scanned","enqueued","skipped","duplicates"} | {"status":"invalid","reason":"limit"} (1..128).
--- signature: ql_api.schedule_fire_v1(integer)
--- grant execute: ql_scheduler
-create or replace function ql_api.schedule_fire_v1(p_limit integer)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_now bigint;
   v_at bigint;
@@ -87,8 +84,11 @@ begin
       v_outcome := 'skipped_inactive';
     else
       if v_schedule.overlap = 'skip' then
+        -- Served by ql.runs_task_live_idx: the planner inlines ql.is_terminal, so this matches the index's predicate,
+        -- which spells the four statuses out (an index predicate stays literal: replacing the function would not
+        -- rebuild the index).
         select r.id into v_blocker from ql.runs r
-         where r.task_id = v_schedule.task_id and r.status not in ('succeeded', 'failed', 'cancelled', 'timed_out')
+         where r.task_id = v_schedule.task_id and not ql.is_terminal(r.status)
          limit 1;
       end if;
       if v_blocker is not null then
@@ -109,14 +109,9 @@ begin
     elsif v_run is null then
       v_skipped := v_skipped + 1;
     else
-      insert into ql.runs (id, project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms)
-      values (v_run, v_schedule.project_id, v_schedule.task_id, v_revision.id,
-              coalesce(v_revision.plan_json ->> 'pool', 'default'), 'created', v_at, v_at);
-      perform ql.run_event(v_run, 'queued', 'run.queued', 'system', null, null,
-                           jsonb_build_object('taskId', v_schedule.task_id, 'taskRevisionId', v_revision.id,
-                                              'scheduledFireAtMs', v_schedule.next_fire_at_ms,
-                                              'caughtUp', v_caught_up),
-                           v_at, 'run.queued:' || v_run::text);
+      perform ql.run_create(v_run, v_revision, 'system', null,
+                            jsonb_build_object('scheduledFireAtMs', v_schedule.next_fire_at_ms, 'caughtUp', v_caught_up),
+                            v_at);
       v_enqueued := v_enqueued + 1;
     end if;
     update ql.task_schedules s set next_fire_at_ms = v_next where s.task_id = v_schedule.task_id;
@@ -127,10 +122,8 @@ end;
 $$;
 
 comment on function ql_api.schedule_fire_v1(integer) is
-'One scheduler page: up to p_limit due schedules (SKIP LOCKED); each due fire time once (primary key of '
-'ql.schedule_fires): enqueued (run.queued, actor system), skipped_overlap or skipped_inactive; missed fire times '
-'fold into one and the next is computed from now. Results: ok {scanned, enqueued, skipped, duplicates} | invalid (limit).';
-revoke all on function ql_api.schedule_fire_v1(integer) from public;
+'Returns ok {scanned, enqueued, skipped, duplicates} | invalid (limit: 1..128). Raises QLBUG when a stored '
+'expression no longer parses.';
 grant execute on function ql_api.schedule_fire_v1(integer) to ql_scheduler;
 
 commit;

@@ -4,16 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.subject_create_v1: register a user, agent or system subject by the SHA-256 of its bearer token.
--- The token itself never reaches the database. Not granted to ql_runtime (operators call it as a DBA).
--- The SHA-256 of the empty token is refused (empty_token): the shell admits a request that carries no
--- bearer token with exactly that digest, so a subject holding it would be anyone without credentials.
--- Names are unique (ql/unique_names): a name another subject holds is fenced name_taken, a digest another
--- subject holds token_in_use (checked first), and nothing changes. A concurrent create of the same name or
--- digest waits for the other transaction and then answers the same way (ON CONFLICT DO NOTHING).
--- Returns {"status":"created","subjectId"} | {"status":"invalid","reason"}
---   | {"status":"fenced","reason":"token_in_use"|"name_taken"}.
--- signature: ql_api.subject_create_v1(text, text, bytea)
+-- ql_api.subject_create_v1: register a user API subject by the SHA-256 of its bearer token.
 create or replace function ql_api.subject_create_v1(p_kind text, p_name text, p_token_digest bytea)
 returns jsonb
 language plpgsql
@@ -21,6 +12,12 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The token itself never reaches the database.
+-- The SHA-256 of the empty token is refused (empty_token): the shell admits a request that carries no
+-- bearer token with exactly that digest, so a subject holding it would be anyone without credentials.
+-- Names are unique (ql/unique_names): a name another subject holds is fenced name_taken, a digest another
+-- subject holds token_in_use (checked first), and nothing changes. A concurrent create of the same name or
+-- digest waits for the other transaction and then answers the same way (ON CONFLICT DO NOTHING).
 declare
   v_id uuid;
 begin
@@ -39,8 +36,7 @@ end;
 $$;
 
 comment on function ql_api.subject_create_v1(text, text, bytea) is
-'Registers a subject by its bearer-token digest. Results: created | invalid (kind, name, token_digest, empty_token) | '
-'fenced (token_in_use, name_taken).';
-revoke all on function ql_api.subject_create_v1(text, text, bytea) from public;
+'Returns created {subjectId} | invalid (kind, name, token_digest, empty_token) | fenced (token_in_use, '
+'name_taken). Raises nothing on input.';
 
 commit;

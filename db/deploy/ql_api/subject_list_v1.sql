@@ -4,17 +4,14 @@
 begin;
 set local role ql_owner;
 
--- ql_api.subject_list_v1: every subject, by name then id, with its active role bindings (project name and role).
--- Never the token digest. Reads only. Not granted to ql_runtime (operators call it as a DBA).
--- Returns {"status":"listed","subjects":[{"subjectId","kind","name","status","createdAtMs",
---          "roles":[{"projectId","project","role"}…]}…]}.
--- signature: ql_api.subject_list_v1()
+-- ql_api.subject_list_v1: every subject, by name then id, with its active role bindings.
 create or replace function ql_api.subject_list_v1()
 returns jsonb
 language sql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+-- Never the token digest.
 begin atomic
   select jsonb_build_object('status', 'listed', 'subjects', coalesce(jsonb_agg(jsonb_build_object(
            'subjectId', s.id, 'kind', s.kind, 'name', s.name, 'status', s.status, 'createdAtMs', s.created_at_ms,
@@ -27,8 +24,7 @@ begin atomic
 end;
 
 comment on function ql_api.subject_list_v1() is
-'Every subject: id, kind, name, status, creation time and active roles (never its token digest). Results: listed. '
-'Operators only.';
-revoke all on function ql_api.subject_list_v1() from public;
+'Returns listed {subjects: subjectId, kind, name, status, createdAtMs, roles}, never a token digest. Never '
+'raises.';
 
 commit;

@@ -5,13 +5,6 @@ begin;
 set local role ql_owner;
 
 -- ql_api.subject_status_set_v1: disable or enable a subject of the user API, named by its id or its name.
--- A disabled subject is denied at admission (auth.subject_disabled, ql_api.request_admission_v1) and every
--- admission it already holds is fenced (subject_disabled, ql.policy_fence). Setting the status it already has
--- changes nothing. Not granted to ql_runtime (operators call it as a DBA).
--- Returns {"status":"disabled"|"enabled","subjectId","name","changed"}
---   | {"status":"invalid","reason"} (name: null or empty, or a name several subjects share — "detail" says so;
---     active: null) | {"status":"not_found","reason":"subject"}.
--- signature: ql_api.subject_status_set_v1(text, boolean)
 create or replace function ql_api.subject_status_set_v1(p_subject text, p_active boolean)
 returns jsonb
 language plpgsql
@@ -19,6 +12,9 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- A disabled subject is denied at admission (auth.subject_disabled, ql_api.request_admission_v1) and every
+-- admission it already holds is fenced (subject_disabled, ql.policy_fence). Setting the status it already has
+-- changes nothing.
 declare
   v_id uuid;
   v_matches integer;
@@ -47,8 +43,7 @@ end;
 $$;
 
 comment on function ql_api.subject_status_set_v1(text, boolean) is
-'Disables or enables a user or agent subject named by id or name (system subjects are not found). Results: disabled | '
-'enabled (changed false when it already was) | invalid (name, active) | not_found (subject). Operators only.';
-revoke all on function ql_api.subject_status_set_v1(text, boolean) from public;
+'Returns disabled | enabled {subjectId, name, changed} | invalid (name, active) | not_found (subject). Raises '
+'nothing on input.';
 
 commit;

@@ -4,15 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.task_list_v1: the tasks of one Project (named by its id or its unique name), by name, each with a
--- status (active | disabled), a summary of its current revision's plan (argv, pool, timeoutMs, maxAttempts) and
--- its schedule if any, with its next three fire times (ql.schedule_fires_ahead).
--- Another Project's tasks never appear. Reads only. Operators call it as a DBA; the user API (`run.read`) calls it with the admitted id.
--- Returns {"status":"listed","projectId","project","tasks":[{"taskId","name","status","revisionId","argv","pool",
---          "timeoutMs","maxAttempts","schedule":{"cron","timezone","overlap","nextFiresMs":[ms…≤3]}|null}…]}
---   | {"status":"invalid","reason":"project_id"} (null or empty) | {"status":"not_found","reason":"project"}.
--- signature: ql_api.task_list_v1(text)
--- grant execute: ql_runtime
+-- ql_api.task_list_v1: the tasks of one Project with their plan summary and schedule.
 create or replace function ql_api.task_list_v1(p_project text)
 returns jsonb
 language plpgsql
@@ -20,6 +12,9 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Each with its status, its current plan's summary (argv, pool, timeoutMs, maxAttempts) and its schedule if any,
+-- with its next three fire times (ql.schedule_fires_ahead).
+-- Another Project's tasks never appear. Reads only. Operators call it as a DBA; the user API (`run.read`) calls it with the admitted id.
 declare
   v_project ql.projects;
 begin
@@ -48,9 +43,8 @@ end;
 $$;
 
 comment on function ql_api.task_list_v1(text) is
-'The tasks of one Project (by id or name) with their current plan summary and schedule. Results: listed | '
-'invalid (project_id) | not_found (project). Operators, and the user API after admission.';
-revoke all on function ql_api.task_list_v1(text) from public;
+'Returns listed {projectId, project, tasks} | invalid (project_id) | not_found (project). Raises nothing on '
+'input.';
 grant execute on function ql_api.task_list_v1(text) to ql_runtime;
 
 commit;

@@ -4,15 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.task_schedule_show_v1: a task's schedule, its next p_count fire times as the scheduler will handle them
--- (ql.schedule_fires_ahead: the stored next_fire_at_ms, then each ql.cron_next after it), and its last p_count handled fire times
--- (ql.schedule_fires, newest first). Each fire time is given in ms and as an ISO 8601 local time with its
--- UTC offset in the schedule's zone, both computed here. Reads only. Not granted to ql_runtime (operators).
--- Returns {"status":"scheduled","taskId","cron","timezone","overlap",
---          "next":[{"atMs","local"}…],"last":[{"fireAtMs","local","decidedAtMs","outcome","runId","blockingRunId","caughtUp"}…]}
---   | {"status":"unscheduled","taskId"} | {"status":"invalid","reason"} (project_id, name, limit: p_count 1..100)
---   | {"status":"not_found","reason"} (project, task).
--- signature: ql_api.task_schedule_show_v1(uuid, text, integer)
+-- ql_api.task_schedule_show_v1: a task's schedule with its next and its last handled fire times.
 create or replace function ql_api.task_schedule_show_v1(p_project_id uuid, p_name text, p_count integer default 5)
 returns jsonb
 language plpgsql
@@ -20,6 +12,9 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Next: the stored next_fire_at_ms, then each ql.cron_next after it (ql.schedule_fires_ahead); last: its last p_count handled fire times
+-- (ql.schedule_fires, newest first). Each fire time is given in ms and as an ISO 8601 local time with its
+-- UTC offset in the schedule's zone, both computed here.
 declare
   v_task uuid;
   v_schedule ql.task_schedules;
@@ -58,8 +53,7 @@ end;
 $$;
 
 comment on function ql_api.task_schedule_show_v1(uuid, text, integer) is
-'A task''s schedule, its next p_count fire times (ms and local ISO 8601 with offset) and its last p_count handled fire '
-'times. Results: scheduled | unscheduled | invalid (project_id, name, limit) | not_found (project, task). Operators only.';
-revoke all on function ql_api.task_schedule_show_v1(uuid, text, integer) from public;
+'Returns scheduled {taskId, cron, timezone, overlap, next, last} | unscheduled {taskId} | invalid (project_id, '
+'name, limit) | not_found (project, task). Raises nothing on input.';
 
 commit;

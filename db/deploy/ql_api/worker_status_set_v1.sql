@@ -4,16 +4,8 @@
 begin;
 set local role ql_owner;
 
--- ql_api.worker_status_set_v1: disable or enable a Worker, named by its id or its (unique) name.
--- Disabling fences the Worker at once, in the same transaction: its live session is closed (so every
--- Attempt-scoped call fails ql.attempt_fence with stale_session and its Leases run out to convergence),
--- and every later session open is refused with worker_disabled. Enabling lets it open a session again.
--- Setting the status it already has changes nothing. Not granted to ql_runtime (operators call it as a DBA).
+-- ql_api.worker_status_set_v1: disable (fencing it at once) or enable a Worker, named by its id or its name.
 -- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE), as ql_api.worker_enroll_v1.
--- Returns {"status":"disabled"|"enabled","workerId","name","changed","closedSessionId"}
---   | {"status":"invalid","reason"} (name: null or empty, or a name several Workers share — "detail" says so;
---     active: null) | {"status":"not_found","reason":"worker"}.
--- signature: ql_api.worker_status_set_v1(text, boolean)
 create or replace function ql_api.worker_status_set_v1(p_worker text, p_active boolean)
 returns jsonb
 language plpgsql
@@ -21,6 +13,10 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Disabling fences the Worker at once, in the same transaction: its live session is closed (so every
+-- Attempt-scoped call fails ql.attempt_fence with stale_session and its Leases run out to convergence),
+-- and every later session open is refused with worker_disabled. Enabling lets it open a session again.
+-- Setting the status it already has changes nothing.
 declare
   v_id uuid;
   v_matches integer;
@@ -58,8 +54,7 @@ end;
 $$;
 
 comment on function ql_api.worker_status_set_v1(text, boolean) is
-'Disables (closing its live session: fenced at once) or enables a Worker named by id or name. Results: disabled | '
-'enabled (changed false when it already was) | invalid (name, active) | not_found (worker). Operators only.';
-revoke all on function ql_api.worker_status_set_v1(text, boolean) from public;
+'Returns disabled | enabled {workerId, name, changed, closedSessionId} | invalid (name, active) | not_found '
+'(worker). Raises nothing on input.';
 
 commit;

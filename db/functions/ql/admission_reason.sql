@@ -1,16 +1,15 @@
--- ql.admission_reason: the one order of tests that decides what an active subject bound to an existing Project may
--- do, as admission (ql_api.request_admission_v1) decides it and the project view (ql_api.project_view_v1) shows it:
---   project.archived         a Project that is not active allows run.read only
---   role.insufficient        the binding's role does not grant the permission (ql.role_allows)
---   agent.approval_required  an agent asking run.stop needs a human's approval
---   ok                       allowed
--- (An unknown subject, a missing Project or no active binding is decided before: project.not_found.)
--- signature: ql.admission_reason(text, text, text, text)
+-- ql.admission_reason: why admission decides as it does for an active subject bound to an existing Project.
 create or replace function ql.admission_reason(p_project_status text, p_role text, p_subject_kind text, p_permission text)
 returns text
 language sql
 immutable
 parallel safe
+-- Its tests, in order:
+--   project.archived         a Project that is not active allows run.read only
+--   role.insufficient        the binding's role does not grant the permission (ql.role_allows)
+--   agent.approval_required  an agent asking run.stop needs a human's approval
+--   ok                       allowed
+-- (An unknown subject, a missing Project or no active binding is decided before: project.not_found.)
 return case
   when p_project_status <> 'active' and p_permission <> 'run.read' then 'project.archived'
   when not ql.role_allows(p_role, p_permission) then 'role.insufficient'
@@ -19,6 +18,4 @@ return case
 end;
 
 comment on function ql.admission_reason(text, text, text, text) is
-'Why admission decides as it does for an active, bound subject: project.archived | role.insufficient | '
-'agent.approval_required | ok. Immutable; never raises.';
-revoke all on function ql.admission_reason(text, text, text, text) from public;
+'Returns project.archived | role.insufficient | agent.approval_required | ok. Never raises.';

@@ -1,11 +1,4 @@
 -- ql.attempt_end: end a live Attempt and move its Run, with one attempt event and one run event.
--- Outcome is decided here, once: a cancel intent wins (timed_out for reason timeout, else cancelled);
--- otherwise exit code 0 without an error code succeeds; any other end fails, and a failed Attempt
--- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
--- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
--- The Run is written once (one UPDATE makes its move and takes both events' sequences).
--- Convergence passes stable event ids (seed ADR-0118 §7); everyone else gets fresh server ids.
--- signature: ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid)
 create or replace function ql.attempt_end(
   p_run ql.runs,
   p_attempt ql.run_attempts,
@@ -22,6 +15,12 @@ returns void
 language plpgsql
 volatile
 as $$
+-- Outcome is decided here, once: a cancel intent wins (timed_out for reason timeout, else cancelled);
+-- otherwise exit code 0 without an error code succeeds; any other end fails, and a failed Attempt
+-- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
+-- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
+-- The Run is written once (one UPDATE makes its move and takes both events' sequences).
+-- Convergence passes stable event ids (seed ADR-0118 §7); everyone else gets fresh server ids.
 declare
   v_attempt_status ql.attempt_status;
   v_run_status ql.run_status;
@@ -49,8 +48,7 @@ begin
   -- The Run's one write: its move, and the sequences (and versions) of both events (ql.run_event_insert).
   update ql.runs r
      set current_attempt_id = null, retry_at_ms = v_retry_at, status = v_run_status,
-         ended_at_ms = case when v_run_status in ('succeeded', 'failed', 'cancelled', 'timed_out')
-                            then coalesce(r.ended_at_ms, p_now_ms) end,
+         ended_at_ms = case when ql.is_terminal(v_run_status) then coalesce(r.ended_at_ms, p_now_ms) end,
          version = r.version + 2, event_sequence = r.event_sequence + 2
    where r.id = p_run.id
   returning r.event_sequence into v_sequence;
@@ -70,5 +68,5 @@ end;
 $$;
 
 comment on function ql.attempt_end(ql.runs, ql.run_attempts, integer, text, bytea, ql.actor_kind, uuid, bigint, uuid, uuid) is
-'Ends a live Attempt (succeeded|failed|cancelled|timed_out) and moves its Run (same, or retry_wait), '
-'releasing the Run''s current Attempt. Two events. Raises only on caller bugs.';
+'Returns nothing: the Attempt ends succeeded | failed | cancelled | timed_out, its Run the same or retry_wait, '
+'its current Attempt released. Raises only on a caller bug.';

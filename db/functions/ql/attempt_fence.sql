@@ -1,22 +1,6 @@
 -- ql.attempt_fence: take an Attempt's locks in the fixed order and check the Worker's full fence.
--- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
--- Lock order (all callers, so concurrent calls cannot deadlock):
---   advisory lock on the Attempt → run (FOR NO KEY UPDATE)
--- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
--- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
--- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
--- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
--- Run's row lock, which this fence holds.
--- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
--- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
--- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
--- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
--- after it commits reads the ended session and is fenced.
--- Identity columns (offer → attempt → run → project) never change, so they are compared before
--- the locks; liveness (session, generation, lease generation, token digest) after them.
--- Returns outcome = NULL when the caller holds the Attempt, else the typed result to return
--- ({"status":"invalid"|"not_found"|"fenced","reason":…}); now_ms is database time after the locks.
--- signature: ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea)
+-- Lock order: advisory lock on the Attempt → run (FOR NO KEY UPDATE), for every caller, so concurrent calls cannot
+--   deadlock.
 create or replace function ql.attempt_fence(
   p_worker_id uuid,
   p_session_id uuid,
@@ -36,6 +20,19 @@ create or replace function ql.attempt_fence(
 language plpgsql
 volatile
 as $$
+-- Every Attempt-scoped Worker command (activation, lease control, artifact, completion) starts here.
+-- The Attempt and its Lease are read after those locks, not row-locked: every writer of them holds the
+-- Attempt's advisory lock first (this fence, the renewal fast path, the pull's replay, lease-expiry
+-- reconciliation, cancellation convergence), so each statement after it sees the last holder's commit; a
+-- caller's own UPDATE locks the row it writes. ql_api.prune_v1 deletes only ended Runs' rows, under the
+-- Run's row lock, which this fence holds.
+-- The worker session is read after those locks and not locked: a shared lock on it (held by every fenced
+-- call of one Worker at once) made a MultiXact of each concurrent pair, and locked nothing the fence needs —
+-- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
+-- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
+-- after it commits reads the ended session and is fenced.
+-- Identity columns (offer → attempt → run → project) never change, so they are compared before
+-- the locks; liveness (session, generation, lease generation, token digest) after them.
 declare
   v_offer_worker uuid;
   v_identity boolean;
@@ -46,12 +43,12 @@ begin
   v_invalid := case
     when p_worker_id is null then 'worker_id'
     when p_session_id is null then 'session_id'
-    when p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then 'worker_generation'
+    when p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then 'worker_generation'
     when p_project_id is null then 'project_id'
     when p_run_id is null then 'run_id'
     when p_attempt_id is null then 'attempt_id'
     when p_offer_id is null then 'offer_id'
-    when p_lease_generation is null or p_lease_generation not between 1 and 9007199254740991 then 'lease_generation'
+    when p_lease_generation is null or p_lease_generation not between 1 and ql.max_safe_integer() then 'lease_generation'
     when p_token_digest is null or pg_catalog.octet_length(p_token_digest) <> 32 then 'token_digest'
   end;
   if v_invalid is not null then
@@ -88,21 +85,18 @@ begin
   run := v_rows.run; attempt := v_rows.attempt; lease := v_rows.lease; v_session := v_rows.session;
   now_ms := ql.now_ms();
 
-  outcome := case
-    when v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live'
-      then ql.outcome('fenced', 'stale_session')
-    when v_session.expires_at_ms <= now_ms
-      then ql.outcome('fenced', 'session_expired')
-    when v_session.worker_generation <> p_worker_generation or attempt.worker_generation <> p_worker_generation
+  outcome := coalesce(ql.session_fence(v_session, p_worker_id, p_worker_generation, now_ms), case
+    when attempt.worker_generation <> p_worker_generation
       then ql.outcome('fenced', 'stale_generation')
     when lease.lease_generation <> p_lease_generation
       then ql.outcome('fenced', 'stale_lease_generation')
     when lease.token_digest <> p_token_digest
       then ql.outcome('fenced', 'token_mismatch')
-  end;
+  end);
 end;
 $$;
 
 comment on function ql.attempt_fence(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea) is
-'Locks one Attempt (advisory → run), reads Attempt, Lease and session and checks identity, session, generation, '
-'lease generation and token digest. outcome NULL = fence holds; otherwise the typed result to return. Never raises on input.';
+'Returns (outcome, now_ms, run, attempt, lease): outcome NULL when the fence holds, else invalid | not_found '
+'(offer) | fenced (identity_mismatch, stale_session, session_expired, stale_generation, stale_lease_generation, '
+'token_mismatch); now_ms is database time after the locks. Never raises on input.';

@@ -1,5 +1,4 @@
 -- ql.attempt_lock_key: the advisory-lock key of one Attempt, the first lock of every Attempt-scoped call.
--- signature: ql.attempt_lock_key(uuid)
 create or replace function ql.attempt_lock_key(p_attempt_id uuid)
 returns bigint
 language sql
@@ -9,4 +8,5 @@ parallel safe
 return pg_catalog.hashtextextended('ql.attempt:' || p_attempt_id::text, 0);
 
 comment on function ql.attempt_lock_key(uuid) is
-'Key for pg_advisory_xact_lock over one Attempt. A collision only serializes two Attempts; it never admits a wrong one.';
+'Returns the pg_advisory_xact_lock key of one Attempt (a collision only serializes two Attempts; it never '
+'admits a wrong one). Never raises.';

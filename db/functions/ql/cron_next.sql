@@ -1,5 +1,11 @@
--- ql.cron_next: the first fire time of a parsed cron expression (ql.cron_parse) strictly after p_after, read
--- on the wall clock of the IANA time zone p_tz. NULL when an argument is NULL, or when no fire time exists
+-- ql.cron_next: the first fire time of a parsed cron expression strictly after p_after, in an IANA time zone.
+create or replace function ql.cron_next(p_spec ql.cron_spec, p_tz text, p_after timestamptz)
+returns timestamptz
+language plpgsql
+stable
+parallel safe
+as $$
+-- NULL when an argument is NULL, or when no fire time exists
 -- within 400 years, or p_after is infinite (never for an expression ql.cron_parse accepted: it refuses one that never fires).
 -- Search: day by day on the local calendar (a month the month field lacks is skipped whole), and within a
 -- matching day hour by hour, then minute by minute, never over minutes that cannot be later than p_after: a
@@ -15,13 +21,6 @@
 --   occurrences, so its spacing in real time stays even.
 -- Assumes a zone changes its UTC offset at most once within three days (true of every zone of tzdata).
 -- Stable: the result depends on the time zone database.
--- signature: ql.cron_next(ql.cron_spec, text, timestamp with time zone)
-create or replace function ql.cron_next(p_spec ql.cron_spec, p_tz text, p_after timestamptz)
-returns timestamptz
-language plpgsql
-stable
-parallel safe
-as $$
 declare
   v_after timestamp;   -- p_after as a UTC wall clock: every comparison below is in UTC
   v_day date;
@@ -100,6 +99,5 @@ end;
 $$;
 
 comment on function ql.cron_next(ql.cron_spec, text, timestamp with time zone) is
-'The first fire time of a parsed cron expression strictly after p_after, on the wall clock of time zone p_tz; '
-'a skipped local time fires as PostgreSQL reads it (past the jump), a repeated one once (both times for a '
-'wildcard minute or hour field). NULL for a NULL argument or no fire time within 400 years.';
+'Returns the fire time; NULL for a NULL argument, an infinite p_after or no fire time within 400 years. Never '
+'raises.';

@@ -1,4 +1,9 @@
 -- ql.cron_parse: parse and validate a 5-field cron expression into ql.cron_spec (what ql.cron_next reads).
+create or replace function ql.cron_parse(p_expr text, out spec ql.cron_spec, out refusal jsonb)
+language plpgsql
+stable
+parallel safe
+as $$
 -- Fields, separated by blanks: minute (0-59), hour (0-23), day of month (1-31), month (1-12 or jan-dec), day of
 -- week (0-7 or sun-sat; 0 and 7 are Sunday). Each field is a comma list of items: `*`, a value `a`, a range `a-b`
 -- (a <= b), and `*/n` or `a-b/n` with a step n from 1 to the size of the field's range. Names are accepted
@@ -10,15 +15,8 @@
 -- occurrences of a repeated local time).
 -- An expression no date can match (day 30 or 31 of February only, day 31 of 30-day months only) is refused as
 -- cron_never_fires, so ql.cron_next always finds a next fire time for a parsed expression.
--- Returns (spec, null) or (null, refusal): refusal is ql.outcome('invalid', 'cron' | 'cron_never_fires') with a
 -- "detail" naming the field and the rule (the expression is an operator's input, never a secret).
 -- Stable (not immutable) only because ql.outcome casts to the reason enum.
--- signature: ql.cron_parse(text)
-create or replace function ql.cron_parse(p_expr text, out spec ql.cron_spec, out refusal jsonb)
-language plpgsql
-stable
-parallel safe
-as $$
 declare
   c_names constant text[] := array['minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
   c_min constant integer[] := array[0, 0, 1, 1, 0];
@@ -154,6 +152,5 @@ end;
 $$;
 
 comment on function ql.cron_parse(text) is
-'Parses a 5-field cron expression (lists, ranges, steps, month and day names, @macros) into ql.cron_spec; '
-'refuses a malformed or out-of-range one (invalid cron) and one that never fires (invalid cron_never_fires), '
-'each with a detail. Vixie cron''s rule for the two day fields.';
+'Returns (spec, NULL), or (NULL, refusal) with refusal invalid (cron, cron_never_fires) and a detail naming the '
+'field and the rule. Never raises.';

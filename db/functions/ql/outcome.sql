@@ -1,14 +1,13 @@
 -- ql.outcome: the typed non-success result every API function returns: {"status": …, "reason": …}.
--- Business outcomes (invalid input, not found, fenced, empty) are values, not exceptions (STYLE.md).
--- The status and the reason are cast to their enum types (ql.outcome_status and the status's
--- reason type, db/schema/ql/outcome_reasons.sql), so an unknown status or reason raises
--- 22P02 instead of leaving the database. Stable, not immutable: enum input is stable.
--- signature: ql.outcome(text, text)
 create or replace function ql.outcome(p_status text, p_reason text)
 returns jsonb
 language sql
 stable
 parallel safe
+-- Business outcomes (invalid input, not found, fenced, empty) are values, not exceptions (STYLE.md).
+-- The status and the reason are cast to their enum types (ql.outcome_status and the status's
+-- reason type, db/schema/ql/outcome_reasons.sql), so an unknown status or reason raises
+-- 22P02 instead of leaving the database. Stable, not immutable: enum input is stable.
 return pg_catalog.jsonb_build_object(
   'status', p_status::ql.outcome_status,
   'reason', case p_status
@@ -19,6 +18,6 @@ return pg_catalog.jsonb_build_object(
   end);
 
 comment on function ql.outcome(text, text) is
-'Builds {"status": p_status, "reason": p_reason}; status is invalid | not_found | fenced | empty, and the reason '
-'one of its enum type (ql.invalid_reason, ql.not_found_reason, ql.fence_reason, ql.empty_reason). '
-'Raises 22P02 for any other status or reason.';
+'Returns {"status": p_status, "reason": p_reason} for status invalid | not_found | fenced | empty and a reason '
+'of its enum type (ql.invalid_reason, ql.not_found_reason, ql.fence_reason, ql.empty_reason). Raises 22P02 for '
+'any other status or reason.';

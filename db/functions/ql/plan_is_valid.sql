@@ -1,16 +1,15 @@
 -- ql.plan_is_valid: the shape of a task revision's plan_json, used by its CHECK constraint.
--- argv: non-empty array of 1..256 strings; env: object of strings (optional); timeoutMs: integer
--- 1..2^31-1 or absent (no timeout); maxAttempts: integer 1..100 (default 1); retryBackoffMs:
--- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"); cwd: 1..4096
--- chars (optional; the Worker decides where it points); user, group: names [a-z_][a-z0-9_-]{0,31}
--- (optional; the Worker decides whether it may switch to them). No other keys.
--- signature: ql.plan_is_valid(jsonb)
 create or replace function ql.plan_is_valid(p_plan jsonb)
 returns boolean
 language sql
 immutable
 strict
 parallel safe
+-- argv: non-empty array of 1..256 strings; env: object of strings (optional); timeoutMs: integer
+-- 1..2^31-1 or absent (no timeout); maxAttempts: integer 1..100 (default 1); retryBackoffMs:
+-- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"); cwd: 1..4096
+-- chars (optional; the Worker decides where it points); user, group: names [a-z_][a-z0-9_-]{0,31}
+-- (optional; the Worker decides whether it may switch to them). No other keys.
 return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
   and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool', 'cwd', 'user',
                                               'group')), true)
@@ -49,5 +48,5 @@ return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
         and (p_plan ->> 'group') ~ '^[a-z_][a-z0-9_-]{0,31}$')), false);
 
 comment on function ql.plan_is_valid(jsonb) is
-'True when a task revision plan has exactly the documented shape (see the file header), else false (never NULL, '
-'which a CHECK would let pass). Never raises.';
+'Returns true when the plan has exactly the documented shape, else false (never NULL, which a CHECK would let '
+'pass). Never raises.';

@@ -1,11 +1,10 @@
 -- ql.reject_mutation: trigger that makes a table immutable or append-only.
--- Attached BEFORE UPDATE OR DELETE (and TRUNCATE) to task revisions, run events and the audit.
--- signature: ql.reject_mutation()
 create or replace function ql.reject_mutation()
 returns trigger
 language plpgsql
 volatile
 as $$
+-- Attached BEFORE UPDATE OR DELETE (and TRUNCATE) to task revisions, run events and the audit.
 begin
   raise exception using
     errcode = 'QLIMM',
@@ -15,4 +14,4 @@ end;
 $$;
 
 comment on function ql.reject_mutation() is
-'Trigger: refuses UPDATE, DELETE and TRUNCATE. Raises QLIMM (immutable row).';
+'Returns nothing: it refuses UPDATE, DELETE and TRUNCATE by raising QLIMM.';

@@ -1,13 +1,12 @@
 -- ql.retry_decision: what a Run becomes after its Attempt ended without success (failed or lost).
--- The retry authority, in one place: while the pinned plan's maxAttempts allows another Attempt the
--- Run waits in retry_wait until now + retryBackoffMs; otherwise it ends failed. Every Attempt counts
--- but an abandoned claim (it never reached the Worker's process and spends no retry). A cancel intent is
--- decided by the callers before they ask (an intent always wins over a retry).
--- signature: ql.retry_decision(ql.runs, bigint)
 create or replace function ql.retry_decision(p_run ql.runs, p_now_ms bigint, out status ql.run_status, out retry_at_ms bigint)
 language sql
 stable
 as $$
+-- The retry authority, in one place: while the pinned plan's maxAttempts allows another Attempt the
+-- Run waits in retry_wait until now + retryBackoffMs; otherwise it ends failed. Every Attempt counts
+-- but an abandoned claim (it never reached the Worker's process and spends no retry). A cancel intent is
+-- decided by the callers before they ask (an intent always wins over a retry).
   select case when s.started < s.allowed then 'retry_wait' else 'failed' end,
          case when s.started < s.allowed then p_now_ms + coalesce((s.plan ->> 'retryBackoffMs')::bigint, 0) end
     from (select t.plan_json as plan, coalesce((t.plan_json ->> 'maxAttempts')::int, 1) as allowed,
@@ -18,5 +17,5 @@ as $$
 $$;
 
 comment on function ql.retry_decision(ql.runs, bigint) is
-'retry_wait with retry_at_ms = now + retryBackoffMs while fewer than maxAttempts (default 1) non-abandoned Attempts exist, '
-'else failed. Pure read.';
+'Returns (status, retry_at_ms): retry_wait at now + retryBackoffMs while fewer than maxAttempts (default 1) '
+'non-abandoned Attempts exist, else failed with NULL. Never raises.';

@@ -1,14 +1,13 @@
--- ql.schedule_fires_ahead: the next p_count fire times of a schedule, in ms, as the scheduler will handle them:
--- its stored next fire time (p_first_ms, the cursor of ql.task_schedules), then each ql.cron_next after it. How
--- the task list (task_list_v1) shows a schedule's next fire times. Empty when p_first_ms is NULL.
--- Stable: the result depends on the time zone database.
--- signature: ql.schedule_fires_ahead(text, text, bigint, integer)
+-- ql.schedule_fires_ahead: the next p_count fire times (ms) of a schedule as the scheduler will handle them.
 create or replace function ql.schedule_fires_ahead(p_cron text, p_timezone text, p_first_ms bigint, p_count integer)
 returns bigint[]
 language plpgsql
 stable
 set search_path = pg_catalog, pg_temp
 as $$
+-- its stored next fire time (p_first_ms, the cursor of ql.task_schedules), then each ql.cron_next after it. How
+-- the task list (task_list_v1) shows a schedule's next fire times. Empty when p_first_ms is NULL.
+-- Stable: the result depends on the time zone database.
 declare
   v_spec ql.cron_spec;
   v_at timestamptz;
@@ -25,6 +24,5 @@ end;
 $$;
 
 comment on function ql.schedule_fires_ahead(text, text, bigint, integer) is
-'The next p_count fire times (ms) of a schedule from its stored next fire time on, each the ql.cron_next of the one '
-'before. Empty for a NULL first fire time.';
-revoke all on function ql.schedule_fires_ahead(text, text, bigint, integer) from public;
+'Returns the fire times in order: the stored one, then each ql.cron_next after it; none for a NULL first fire '
+'time. Never raises.';

@@ -1,6 +1,4 @@
--- ql.stable_event_id: an event id that a retried convergence computes again: the first 128 bits of
--- SHA-256 over a domain string, the Run, the Attempt (or nothing) and the cancel timestamp (seed ADR-0118 §7).
--- signature: ql.stable_event_id(text, uuid, uuid, bigint)
+-- ql.stable_event_id: an event id a retried convergence computes again (seed ADR-0118 §7).
 create or replace function ql.stable_event_id(p_domain text, p_run_id uuid, p_attempt_id uuid, p_cancel_at_ms bigint)
 returns uuid
 language sql
@@ -11,4 +9,4 @@ return pg_catalog.encode(pg_catalog.substr(pg_catalog.sha256(pg_catalog.convert_
   'UTF8')), 1, 16), 'hex')::uuid;
 
 comment on function ql.stable_event_id(text, uuid, uuid, bigint) is
-'First 128 bits of SHA-256(domain|run|attempt|cancel_at_ms) as a uuid. Deterministic; never raises.';
+'Returns the first 128 bits of SHA-256(domain|run|attempt|cancel_at_ms) as a uuid. Never raises.';

@@ -1,14 +1,13 @@
--- ql.worker_presence: how present a Worker is, as the operators' and the user API's Worker lists show it
--- (ql_api.worker_list_v1, ql_api.project_workers_v1): {"online","lastContactAtMs"}. online: it has a live
--- session whose expiry (opened or last heartbeat + ql.settings.session_ttl_ms) is still ahead of database
--- time, the test ql.attempt_fence applies. lastContactAtMs: the latest open or heartbeat of any of its
--- sessions (that session's expiry minus the current session TTL), null when it never connected. Reads only.
--- signature: ql.worker_presence(uuid)
+-- ql.worker_presence: how present a Worker is, as both Worker lists show it.
 create or replace function ql.worker_presence(p_worker_id uuid)
 returns jsonb
 language sql
 stable
 set search_path = pg_catalog, pg_temp
+-- online: it has a live
+-- session whose expiry (opened or last heartbeat + ql.settings.session_ttl_ms) is still ahead of database
+-- time, the test ql.attempt_fence applies. lastContactAtMs: the latest open or heartbeat of any of its
+-- sessions (that session's expiry minus the current session TTL), null when it never connected. Reads only.
 begin atomic
   select jsonb_build_object(
            'online', exists (select 1 from ql.worker_sessions s where s.worker_id = p_worker_id and s.status = 'live'
@@ -19,5 +18,5 @@ begin atomic
 end;
 
 comment on function ql.worker_presence(uuid) is
-'{"online","lastContactAtMs"} of a Worker: a live unexpired session; its latest open or heartbeat. Reads only.';
-revoke all on function ql.worker_presence(uuid) from public;
+'Returns {"online", "lastContactAtMs"}: a live unexpired session; its latest open or heartbeat (NULL when it '
+'never connected). Never raises.';

@@ -1,19 +1,5 @@
 -- ql_api.attempt_activation_v1: the Worker's starting / running / start-failure ACK (qinglong/remote-run-activation@v1).
--- starting: the start barrier. Joins the exact Project/Task/revision/executor the Run pinned, reads
---   database time once and writes deadline_at_ms = now + plan.timeoutMs (NULL without a timeout) in
---   the same transaction as Attempt `starting` and Run `running`; the event carries the same deadline.
--- No start under an intent: a starting ACK (first or replayed) for a claimed|starting Attempt whose
---   Run carries a cancel intent ends the Attempt through ql.attempt_end (cancelled | timed_out) and
---   answers not_started: the Worker never spawns. The snapshot carries the intent either way.
--- running: the process exists. start_failure: the process could not be started; the Attempt ends
---   failed (or cancelled/timed_out under a cancel intent) through ql.attempt_end.
--- Replays answer already_starting | already_running | already_terminal with the exact snapshot;
--- an ACK out of order or after the Lease expired is fenced, and changes nothing.
 -- Lock order: ql.attempt_fence's (its header states it).
--- Returns {"status":"applied"|"not_started"|"already_starting"|"already_running"|"already_terminal","snapshot":{…}}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text)
--- grant execute: ql_runtime
 create or replace function ql_api.attempt_activation_v1(
   p_phase text,                -- 'starting' | 'running' | 'start_failure'
   p_worker_id uuid,
@@ -33,6 +19,16 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- starting: the start barrier. Joins the exact Project/Task/revision/executor the Run pinned, reads
+--   database time once and writes deadline_at_ms = now + plan.timeoutMs (NULL without a timeout) in
+--   the same transaction as Attempt `starting` and Run `running`; the event carries the same deadline.
+-- No start under an intent: a starting ACK (first or replayed) for a claimed|starting Attempt whose
+--   Run carries a cancel intent ends the Attempt through ql.attempt_end (cancelled | timed_out) and
+--   answers not_started: the Worker never spawns. The snapshot carries the intent either way.
+-- running: the process exists. start_failure: the process could not be started; the Attempt ends
+--   failed (or cancelled/timed_out under a cancel intent) through ql.attempt_end.
+-- Replays answer already_starting | already_running | already_terminal with the exact snapshot;
+-- an ACK out of order or after the Lease expired is fenced, and changes nothing.
 declare
   f record;
   v_run ql.runs;
@@ -111,9 +107,7 @@ end;
 $$;
 
 comment on function ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text) is
-'starting | running | start_failure ACK of an Attempt. Results: applied | not_started (a starting ACK under a cancel '
-'intent ends the Attempt cancelled|timed_out) | already_starting | already_running | '
-'already_terminal (each with the exact snapshot) | invalid | not_found | fenced (see ql.attempt_fence, lease_expired, '
-'state_drift). Raises QLBUG only if the pinned revision does not join (corruption).';
-revoke all on function ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text) from public;
+'Returns applied | not_started | already_starting | already_running | already_terminal, each with the exact '
+'snapshot | invalid | not_found | fenced (ql.attempt_fence reasons, lease_expired, state_drift). Raises QLBUG '
+'only when the pinned revision does not join (corruption).';
 grant execute on function ql_api.attempt_activation_v1(text, uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text) to ql_runtime;

@@ -1,14 +1,5 @@
 -- ql_api.attempt_complete_v1: complete a started Attempt with its exit and artifact receipts (qinglong/remote-run-completion@v1).
--- Fenced like lease control and by the LATEST Lease version (the Worker persists every renewal
--- before acting, so its completion carries the newest one). The receipts must name exactly the
--- Attempt's stored artifacts. ql.attempt_end decides the outcome: a cancel intent gives
--- cancelled|timed_out, else exit 0 succeeds, else failed (or a retry). An exact replay of the
--- accepted completion answers already_completed; any other completion of an ended Attempt is fenced.
 -- Lock order: ql.attempt_fence's (its header states it).
--- Returns {"status":"completed"|"already_completed","runStatus","attemptStatus","snapshot":{…}}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.attempt_complete_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint, integer, text, jsonb)
--- grant execute: ql_runtime
 create or replace function ql_api.attempt_complete_v1(
   p_worker_id uuid,
   p_session_id uuid,
@@ -30,6 +21,11 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Fenced like lease control and by the LATEST Lease version (the Worker persists every renewal
+-- before acting, so its completion carries the newest one). The receipts must name exactly the
+-- Attempt's stored artifacts. ql.attempt_end decides the outcome: a cancel intent gives
+-- cancelled|timed_out, else exit 0 succeeds, else failed (or a retry). An exact replay of the
+-- accepted completion answers already_completed; any other completion of an ended Attempt is fenced.
 declare
   f record;
   v_run ql.runs;
@@ -38,7 +34,7 @@ declare
   v_receipts_ok boolean;
   v_digest bytea;
 begin
-  if p_lease_version is null or p_lease_version not between 1 and 9007199254740991 then
+  if p_lease_version is null or p_lease_version not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'lease_version');
   end if;
   if p_exit_code is not null and p_exit_code not between 0 and 255 then
@@ -98,8 +94,7 @@ end;
 $$;
 
 comment on function ql_api.attempt_complete_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint, integer, text, jsonb) is
-'Completes a started Attempt and its Run atomically. Results: completed | already_completed | invalid (lease_version, '
-'exit_code, error_code, artifacts) | not_found | fenced (ql.attempt_fence reasons, state_drift, completion_conflict, '
-'stale_version, lease_expired, artifact_mismatch). Raises nothing on input.';
-revoke all on function ql_api.attempt_complete_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint, integer, text, jsonb) from public;
+'Returns completed | already_completed {runStatus, attemptStatus, snapshot} | invalid (lease_version, '
+'exit_code, error_code, artifacts, the fence''s inputs) | not_found | fenced (ql.attempt_fence reasons, '
+'state_drift, completion_conflict, stale_version, lease_expired, artifact_mismatch). Raises nothing on input.';
 grant execute on function ql_api.attempt_complete_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, bigint, integer, text, jsonb) to ql_runtime;

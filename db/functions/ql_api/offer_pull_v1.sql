@@ -1,4 +1,22 @@
 -- ql_api.offer_pull_v1: offer the oldest offerable Run of the Worker's pool (qinglong/remote-offer@v1).
+-- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) → runs (FOR UPDATE SKIP
+--   LOCKED: the oldest due retry, then the oldest older queued Run; never waits, so the two row locks cannot
+--   deadlock; the offerable predicate lives on the run row, so a pull racing a commit re-checks it on the newest row
+--   version). A replayed pull: session → advisory lock on the Attempt → attempt → lease (whoever writes an Attempt
+--   or its Lease holds its advisory lock first).
+create or replace function ql_api.offer_pull_v1(
+  p_worker_id uuid,
+  p_session_id uuid,
+  p_worker_generation bigint,
+  p_token_digest bytea,
+  p_pull_id uuid default null
+)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- Offerable: no Attempt holds it, no cancel intent, and either queued or in retry_wait with its retry
 -- time reached; oldest by the time it became offerable ((queued_at_ms, id), or (retry_at_ms, id) for a
 -- retry), so a due retry is offered at its retry time, in its turn, without waiting for convergence.
@@ -18,29 +36,6 @@
 -- claimed at lease version 1 with a live Lease, it answers the same offer with the Lease's token
 -- digest moved to this request's (the first token never arrived) and offeredAtMs = now, so the time
 -- left is what remains; otherwise {"status":"empty","reason":"pull_spent"}. NULL: no replay.
--- Lock order: session (FOR NO KEY UPDATE: serializes this Worker's pulls, so capacity holds) →
---   runs (FOR UPDATE SKIP LOCKED: the oldest due retry, then the oldest older queued Run; never waits,
---   so the two row locks cannot deadlock; the offerable predicate lives on the run row, so a pull racing
---   a commit re-checks it on the newest row version). A replayed pull: session → advisory lock on the
---   Attempt → attempt → lease (whoever writes an Attempt or its Lease holds its advisory lock first).
--- Returns {"status":"offered","offer":{…,"plan":{…}}}
---   | {"status":"empty","reason":"no_work"|"at_capacity"|"pull_spent"}
---   | {"status":"invalid"|"fenced","reason"}.
--- signature: ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid)
--- grant execute: ql_runtime
-create or replace function ql_api.offer_pull_v1(
-  p_worker_id uuid,
-  p_session_id uuid,
-  p_worker_generation bigint,
-  p_token_digest bytea,
-  p_pull_id uuid default null
-)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_session ql.worker_sessions;
   v_pool text;
@@ -52,10 +47,11 @@ declare
   v_lease ql.run_leases;
   v_offer ql.offers;
   v_sequence bigint;
+  v_fence jsonb;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
   if p_session_id is null then return ql.outcome('invalid', 'session_id'); end if;
-  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+  if p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'worker_generation');
   end if;
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then
@@ -64,13 +60,8 @@ begin
 
   select * into v_session from ql.worker_sessions s where s.id = p_session_id for no key update;
   v_now := ql.now_ms();
-  if v_session.id is null or v_session.worker_id <> p_worker_id or v_session.status <> 'live' then
-    return ql.outcome('fenced', 'stale_session');
-  end if;
-  if v_session.expires_at_ms <= v_now then return ql.outcome('fenced', 'session_expired'); end if;
-  if v_session.worker_generation <> p_worker_generation then
-    return ql.outcome('fenced', 'stale_generation');
-  end if;
+  v_fence := ql.session_fence(v_session, p_worker_id, p_worker_generation, v_now);
+  if v_fence is not null then return v_fence; end if;
   -- The session was opened under the Worker's generation; disabling or re-enrolling the Worker
   -- stops new work at once, even before its live session is closed.
   select w.pool into v_pool from ql.workers w
@@ -104,7 +95,7 @@ begin
     select * into v_run from ql.runs r
      where r.pool = v_pool and r.status = 'queued' and r.current_attempt_id is null
        and r.cancel_requested_at_ms is null and r.attempt_count < 100
-       and (r.queued_at_ms, r.id) < (coalesce(v_retry.retry_at_ms, 9007199254740992),  -- no due retry: any
+       and (r.queued_at_ms, r.id) < (coalesce(v_retry.retry_at_ms, ql.max_safe_integer() + 1),  -- no due retry: any
                                      coalesce(v_retry.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
      order by r.queued_at_ms, r.id
      limit 1
@@ -156,10 +147,8 @@ end;
 $$;
 
 comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) is
-'Claims the oldest offerable Run of the Worker''s pool for this session (a queued Run, or a retry_wait Run whose '
-'retry time has come, requeued first). Results: offered '
-'(or, for a replayed pull id, the same offer with this request''s token digest) | empty (no_work, at_capacity, '
-'pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, worker_disabled: disabled or '
-'re-enrolled). The lease token digest is stored, never returned.';
-revoke all on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) from public;
+'Returns offered {offer: offerId, projectId, runId, attemptId, attemptNo, leaseGeneration, leaseVersion, '
+'offeredAtMs, leaseExpiresAtMs, offerExpiresAtMs, plan} (for a replayed pull id, the same offer) | empty '
+'(no_work, at_capacity, pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, '
+'worker_disabled); never the token digest. Raises nothing on input.';
 grant execute on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) to ql_runtime;

@@ -1,26 +1,5 @@
--- ql_api.output_append_v1: store a chunk of a live Attempt's stdout or stderr, shipped by its Worker while the
--- task runs (and after it exited, until the completion). The chunk is p_data at byte p_offset of the stream.
--- Per stream the database keeps the HEAD (bytes below ql.settings.output_head_bytes) and the TAIL (at least
--- the last output_tail_bytes, at most one chunk more); bytes between are deleted as the stream grows, so a
--- 5 MB log keeps its first and its last lines. ql.output_streams.next_offset is the end of what arrived:
--- * p_offset + length <= next_offset: bytes already held (an exact replay, or a Worker that restarted from
---   an earlier offset): nothing changes and the answer is the same, also after the Attempt ended;
--- * p_offset < next_offset < p_offset + length: only the new suffix (from next_offset) is stored;
--- * p_offset > next_offset: a gap, allowed only once the head is complete (next_offset >= head): the Worker
---   skipped ahead to keep only the tail, the skipped bytes are dropped and the offsets jump; before that,
---   invalid (offset).
--- A chunk never straddles the head boundary (an append across it is stored as two chunks). Then the tail is
--- trimmed: this stream's chunks at or above the head that end at or before next_offset - output_tail_bytes
--- are deleted (one range of the primary key).
--- Storing needs the Attempt live (starting or running, else fenced state_drift) and its Lease unexpired
--- (else fenced lease_expired), as ql_api.artifact_upload_v1 does for a new artifact.
--- Input is checked before any lock; invalid input changes nothing.
--- Lock order: ql.attempt_fence (its header states it), then the stream's
--- ql.output_streams row (FOR UPDATE; inserted first when missing).
--- Returns {"status":"appended","stream","nextOffset","headBytes","tailBytes"}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea)
--- grant execute: ql_runtime
+-- ql_api.output_append_v1: store a chunk of a live Attempt's stdout or stderr, keeping each stream's head and tail.
+-- Lock order: ql.attempt_fence's, then the stream's ql.output_streams row (FOR UPDATE; inserted first when missing).
 create or replace function ql_api.output_append_v1(
   p_worker_id uuid,
   p_session_id uuid,
@@ -41,6 +20,22 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The chunk is p_data at byte p_offset of the stream.
+-- Per stream the database keeps the HEAD (bytes below ql.settings.output_head_bytes) and the TAIL (at least
+-- the last output_tail_bytes, at most one chunk more); bytes between are deleted as the stream grows, so a
+-- 5 MB log keeps its first and its last lines. ql.output_streams.next_offset is the end of what arrived:
+-- * p_offset + length <= next_offset: bytes already held (an exact replay, or a Worker that restarted from
+--   an earlier offset): nothing changes and the answer is the same, also after the Attempt ended;
+-- * p_offset < next_offset < p_offset + length: only the new suffix (from next_offset) is stored;
+-- * p_offset > next_offset: a gap, allowed only once the head is complete (next_offset >= head): the Worker
+--   skipped ahead to keep only the tail, the skipped bytes are dropped and the offsets jump; before that,
+--   invalid (offset).
+-- A chunk never straddles the head boundary (an append across it is stored as two chunks). Then the tail is
+-- trimmed: this stream's chunks at or above the head that end at or before next_offset - output_tail_bytes
+-- are deleted (one range of the primary key).
+-- Storing needs the Attempt live (starting or running, else fenced state_drift) and its Lease unexpired
+-- (else fenced lease_expired), as ql_api.artifact_upload_v1 does for a new artifact.
+-- Input is checked before any lock; invalid input changes nothing.
 declare
   f record;
   v_stream ql.output_stream;
@@ -53,9 +48,9 @@ declare
   v_cut integer;
 begin
   if p_stream is null or p_stream not in ('stdout', 'stderr') then return ql.outcome('invalid', 'stream'); end if;
-  if p_offset is null or p_offset not between 0 and 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  if p_offset is null or p_offset not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'offset'); end if;
   if p_data is null or octet_length(p_data) not between 1 and 262144 then return ql.outcome('invalid', 'size'); end if;
-  if p_offset + octet_length(p_data) > 9007199254740991 then return ql.outcome('invalid', 'offset'); end if;
+  if p_offset + octet_length(p_data) > ql.max_safe_integer() then return ql.outcome('invalid', 'offset'); end if;
   v_stream := p_stream::ql.output_stream;
 
   select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
@@ -108,8 +103,6 @@ end;
 $$;
 
 comment on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) is
-'Stores a chunk of an Attempt''s stdout or stderr: the head, the trimmed tail, replays answered unchanged, a gap only past '
-'the head. Results: appended | invalid (stream, offset, size, the fence''s inputs) | not_found | fenced (ql.attempt_fence '
-'reasons, state_drift, lease_expired).';
-revoke all on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) from public;
+'Returns appended {stream, nextOffset, headBytes, tailBytes} | invalid (stream, offset, size, the fence''s '
+'inputs) | not_found | fenced (ql.attempt_fence reasons, state_drift, lease_expired). Raises nothing on input.';
 grant execute on function ql_api.output_append_v1(uuid, uuid, bigint, uuid, uuid, uuid, uuid, bigint, bytea, text, bigint, bytea) to ql_runtime;

@@ -1,5 +1,14 @@
--- ql_api.output_expire_v1: one bounded page of output retention. ql_api.converge calls it last, after its other
--- pages. With ql.settings.output_retention_days NULL it does nothing; otherwise the cutoff is now minus that
+-- ql_api.output_expire_v1: one bounded page of output retention.
+-- Lock order: chunks (FOR UPDATE SKIP LOCKED), then streams (FOR UPDATE SKIP LOCKED).
+create or replace function ql_api.output_expire_v1(p_limit integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+-- ql_api.converge calls it last, after its other pages.
+-- With ql.settings.output_retention_days NULL it does nothing; otherwise the cutoff is now minus that
 -- many days, and:
 -- 1. at most p_limit chunks received before the cutoff are deleted, oldest first (one range of
 --    ql.output_chunks_received_idx), whatever their Attempt's state;
@@ -8,17 +17,6 @@
 --    the oldest chunk left (and before the cutoff) has none: one range of ql.output_streams_updated_idx.
 --    A running Attempt keeps its streams (their next_offset) even when retention emptied them.
 -- Rows another transaction holds are skipped, never waited for.
--- Lock order: chunks (FOR UPDATE SKIP LOCKED), then streams (FOR UPDATE SKIP LOCKED).
--- Returns {"status":"ok","deleted","streamsDeleted"} (deleted: chunks) | {"status":"invalid","reason":"limit"} (1..1024).
--- signature: ql_api.output_expire_v1(integer)
--- grant execute: ql_scheduler
-create or replace function ql_api.output_expire_v1(p_limit integer)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_days integer;
   v_cutoff bigint;
@@ -55,7 +53,6 @@ end;
 $$;
 
 comment on function ql_api.output_expire_v1(integer) is
-'One page of output retention: at most p_limit chunks older than output_retention_days, then at most p_limit emptied '
-'streams of ended Attempts. Results: ok (deleted, streamsDeleted) | invalid (limit). Nothing when retention is NULL.';
-revoke all on function ql_api.output_expire_v1(integer) from public;
+'Returns ok {deleted (chunks), streamsDeleted} (both 0 when output_retention_days is NULL) | invalid (limit: '
+'1..1024). Raises nothing on input.';
 grant execute on function ql_api.output_expire_v1(integer) to ql_scheduler;

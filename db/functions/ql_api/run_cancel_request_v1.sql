@@ -1,18 +1,5 @@
--- ql_api.run_cancel_request_v1: a user's cancellation of a Run (seed ADR-0118 §6, qinglong/run-cancellation@v1).
--- Runs in a SERIALIZABLE short transaction that the caller opens (and retries on 40001 a bounded
--- number of times); the function refuses any other isolation. It re-verifies the admitted policy
--- (project locked, current binding read: versions, active, owner/admin/operator) BEFORE the Run is
--- touched, then writes the durable intent with database time, reason `user` (callers cannot choose
--- a reason), Run version/event sequence +1 and an actor-bound run.cancel_requested event.
--- First commit: accepted (202). Then already_requested / already_terminal (200), no second event.
--- A Run of another Project and a missing Run are the same not_found. The intent promises no stop:
--- a Worker sees it at its next lease control; convergence ends what no Worker holds.
+-- ql_api.run_cancel_request_v1: a user's cancellation of a Run, under an in-transaction policy fence (seed ADR-0118 §6).
 -- Lock order: project (FOR SHARE) → role binding (read) → run (FOR NO KEY UPDATE).
--- Returns {"status":"accepted"|"already_requested"|"already_terminal","runId","runStatus","cancelRequestedAtMs","reason"}
---   | {"status":"invalid"|"not_found"|"fenced","reason"}.
--- Raises QLISO when not called in a SERIALIZABLE transaction (a caller bug).
--- signature: ql_api.run_cancel_request_v1(uuid, uuid, uuid, text, bigint, bigint)
--- grant execute: ql_runtime
 create or replace function ql_api.run_cancel_request_v1(
   p_subject_id uuid,
   p_project_id uuid,
@@ -27,6 +14,14 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- Runs in a SERIALIZABLE short transaction that the caller opens (and retries on 40001 a bounded
+-- number of times); the function refuses any other isolation. It re-verifies the admitted policy
+-- (project locked, current binding read: versions, active, owner/admin/operator) BEFORE the Run is
+-- touched, then writes the durable intent with database time, reason `user` (callers cannot choose
+-- a reason), Run version/event sequence +1 and an actor-bound run.cancel_requested event.
+-- First commit: accepted (202). Then already_requested / already_terminal (200), no second event.
+-- A Run of another Project and a missing Run are the same not_found. The intent promises no stop:
+-- a Worker sees it at its next lease control; convergence ends what no Worker holds.
 declare
   v_fence jsonb;
   v_digest bytea;
@@ -64,7 +59,7 @@ begin
   end if;
 
   v_now := ql.now_ms();
-  if v_run.status in ('succeeded', 'failed', 'cancelled', 'timed_out') then
+  if ql.is_terminal(v_run.status) then
     v_status := 'already_terminal';
   elsif v_run.cancel_requested_at_ms is not null then
     v_status := 'already_requested';
@@ -85,8 +80,7 @@ end;
 $$;
 
 comment on function ql_api.run_cancel_request_v1(uuid, uuid, uuid, text, bigint, bigint) is
-'Writes a user cancel intent under a re-verified policy (SERIALIZABLE). Results: accepted | already_requested | '
-'already_terminal | invalid | not_found (project, run) | fenced (ql.policy_fence reasons, mutation_conflict). '
-'Raises QLISO outside SERIALIZABLE.';
-revoke all on function ql_api.run_cancel_request_v1(uuid, uuid, uuid, text, bigint, bigint) from public;
+'Returns accepted | already_requested | already_terminal {runId, runStatus, cancelRequestedAtMs, reason} | '
+'invalid | not_found (project, run) | fenced (ql.policy_fence reasons, mutation_conflict). Raises QLISO outside '
+'a SERIALIZABLE transaction.';
 grant execute on function ql_api.run_cancel_request_v1(uuid, uuid, uuid, text, bigint, bigint) to ql_runtime;

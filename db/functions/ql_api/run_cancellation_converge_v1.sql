@@ -1,4 +1,13 @@
 -- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (seed ADR-0118 §7).
+-- Lock order: run (FOR NO KEY UPDATE SKIP LOCKED) → Attempt advisory lock (TRY: a busy Attempt is blocked, never
+--   waited for, so the fence's order, advisory → run, cannot deadlock) → attempt → lease.
+create or replace function ql_api.run_cancellation_converge_v1(p_limit integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
 -- Picks Runs that carry a durable cancel intent but are in created|queued|waiting_approval|retry_wait|lost
 -- (lost is not terminal: a retry could still requeue it), FOR UPDATE SKIP LOCKED, so several convergers
 -- split the work: Runs that no Attempt holds first, then oldest intent first (a held Run may be
@@ -11,19 +20,6 @@
 --     Worker's completion (or lease-expiry recovery) ends those.
 -- Event ids are computed only for locked candidates, from ql.stable_event_id over the Run/Attempt and the
 -- intent's timestamp, so a retried pass reproduces them and the unique event_id refuses a double write.
--- Lock order: run (FOR NO KEY UPDATE SKIP LOCKED) → Attempt advisory lock (TRY: a busy Attempt is
---   blocked, never waited for, so the fence's order, advisory → run, cannot deadlock) → attempt → lease.
--- Returns {"status":"ok","scanned","converged","blocked","convergedRunIds":[…],"blockedRunIds":[…]}
---   | {"status":"invalid","reason":"limit"}.
--- signature: ql_api.run_cancellation_converge_v1(integer)
--- grant execute: ql_scheduler
-create or replace function ql_api.run_cancellation_converge_v1(p_limit integer)
-returns jsonb
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
 declare
   v_run ql.runs;
   v_attempt ql.run_attempts;
@@ -81,7 +77,6 @@ end;
 $$;
 
 comment on function ql_api.run_cancellation_converge_v1(integer) is
-'Converges at most p_limit (1..128) Runs with a cancel intent that no Worker holds; reports the rest blocked. '
-'Results: ok {scanned, converged, blocked, convergedRunIds, blockedRunIds} | invalid (limit). Raises nothing on input.';
-revoke all on function ql_api.run_cancellation_converge_v1(integer) from public;
+'Returns ok {scanned, converged, blocked, convergedRunIds, blockedRunIds} | invalid (limit: 1..128). Raises '
+'nothing on input.';
 grant execute on function ql_api.run_cancellation_converge_v1(integer) to ql_scheduler;

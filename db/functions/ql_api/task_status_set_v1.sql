@@ -1,13 +1,5 @@
--- ql_api.task_status_set_v1: disable or enable a task, named by its id or its name within a Project (named by its id
--- or its unique name). A disabled task is enqueued neither by users (ql_api.run_enqueue_v1: fenced, task_disabled)
--- nor by the scheduler (ql_api.schedule_fire_v1: skipped_inactive); Runs already queued or running go on. Setting
--- the status it already has changes nothing. Another Project's task is not found. Not granted to ql_runtime
--- (operators call it as a DBA).
+-- ql_api.task_status_set_v1: disable or enable a task, named by its id or its name within a Project.
 -- Lock order: task (FOR NO KEY UPDATE) only.
--- Returns {"status":"disabled"|"enabled","projectId","taskId","name","changed"}
---   | {"status":"invalid","reason"} (project_id: null or empty; name: null or empty; active: null)
---   | {"status":"not_found","reason"} (project, task).
--- signature: ql_api.task_status_set_v1(text, text, boolean)
 create or replace function ql_api.task_status_set_v1(p_project text, p_task text, p_active boolean)
 returns jsonb
 language plpgsql
@@ -15,6 +7,10 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- A disabled task is enqueued neither by users (ql_api.run_enqueue_v1: fenced, task_disabled)
+-- nor by the scheduler (ql_api.schedule_fire_v1: skipped_inactive); Runs already queued or running go on. Setting
+-- the status it already has changes nothing. Another Project's task is not found. Not granted to ql_runtime
+-- (operators call it as a DBA).
 declare
   v_uuid constant text := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
   v_wanted text := case when p_active then 'active' else 'disabled' end;
@@ -45,7 +41,5 @@ end;
 $$;
 
 comment on function ql_api.task_status_set_v1(text, text, boolean) is
-'Disables (no Run is queued by users or the scheduler) or enables a task named by id or name within a Project named '
-'by id or name. Results: disabled | enabled (changed false when it already was) | invalid (project_id, name, active) | '
-'not_found (project, task). Operators only.';
-revoke all on function ql_api.task_status_set_v1(text, text, boolean) from public;
+'Returns disabled | enabled {projectId, taskId, name, changed} | invalid (project_id, name, active) | not_found '
+'(project, task). Raises nothing on input.';

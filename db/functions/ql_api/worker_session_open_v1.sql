@@ -1,11 +1,5 @@
 -- ql_api.worker_session_open_v1: open a Worker's session, replacing its live one (qinglong/worker-session@v1).
--- The shell calls it after the mTLS handshake; the certificate fingerprint must be the Worker's current one or
--- the one its last renewal replaced (ql_api.worker_certificate_renew_v1: the new files may not be installed yet).
 -- Lock order: worker (FOR NO KEY UPDATE) → its live session (FOR UPDATE).
--- Returns {"status":"opened","sessionId","workerGeneration","capacity","openedAtMs","expiresAtMs","replacedSessionId"}
---   or {"status":"invalid"|"not_found"|"fenced","reason"}.
--- signature: ql_api.worker_session_open_v1(uuid, bigint, bytea, integer)
--- grant execute: ql_runtime
 create or replace function ql_api.worker_session_open_v1(
   p_worker_id uuid,
   p_worker_generation bigint,
@@ -18,6 +12,8 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+-- The shell calls it after the mTLS handshake; the certificate fingerprint must be the Worker's current one or
+-- the one its last renewal replaced (ql_api.worker_certificate_renew_v1: the new files may not be installed yet).
 declare
   v_worker ql.workers;
   v_old uuid;
@@ -25,7 +21,7 @@ declare
   v_session ql.worker_sessions;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
-  if p_worker_generation is null or p_worker_generation not between 1 and 9007199254740991 then
+  if p_worker_generation is null or p_worker_generation not between 1 and ql.max_safe_integer() then
     return ql.outcome('invalid', 'worker_generation');
   end if;
   if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
@@ -62,7 +58,7 @@ end;
 $$;
 
 comment on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) is
-'Opens a Worker session (replacing the live one). Results: opened | invalid | not_found (worker) | '
-'fenced (worker_disabled, stale_generation, certificate_mismatch). Raises nothing on input.';
-revoke all on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) from public;
+'Returns opened {sessionId, workerGeneration, capacity, openedAtMs, expiresAtMs, replacedSessionId} | invalid | '
+'not_found (worker) | fenced (worker_disabled, stale_generation, certificate_mismatch). Raises nothing on '
+'input.';
 grant execute on function ql_api.worker_session_open_v1(uuid, bigint, bytea, integer) to ql_runtime;

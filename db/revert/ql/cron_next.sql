@@ -1,5 +1,5 @@
 -- Revert qinglong:ql/cron_next from pg
 begin;
 set local role ql_owner;
-drop function ql.cron_next(ql.cron_spec, text, timestamp with time zone);
+drop function ql.cron_next(ql.cron_spec, text, timestamptz);
 commit;

@@ -1,5 +1,5 @@
 -- Revert qinglong:ql/local_iso from pg
 begin;
 set local role ql_owner;
-drop function ql.local_iso(timestamp with time zone, text);
+drop function ql.local_iso(timestamptz, text);
 commit;

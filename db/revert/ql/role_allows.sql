@@ -1,5 +1,27 @@
 -- Revert qinglong:ql/role_allows from pg
+-- RESTORES the previous instance: the body of deploy/ql/role_allows@v0.1.0.sql with its grants,
+-- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-drop function ql.role_allows(text, text);
+revoke all on function ql.role_allows(text, text) from public, ql_runtime, ql_scheduler, ql_readonly;
+
+-- ql.role_allows: the static permission table of project roles.
+--   run.read  : owner, admin, operator, viewer
+--   run.start : owner, admin, operator
+--   run.stop  : owner, admin, operator
+-- signature: ql.role_allows(text, text)
+create or replace function ql.role_allows(p_role text, p_permission text)
+returns boolean
+language sql
+immutable
+parallel safe
+return coalesce(case p_permission
+  when 'run.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
+  when 'run.start' then p_role in ('owner', 'admin', 'operator')
+  when 'run.stop' then p_role in ('owner', 'admin', 'operator')
+end, false);
+
+comment on function ql.role_allows(text, text) is
+'True when a project role grants a permission (run.read, run.start, run.stop); false for anything else. Never raises.';
+
 commit;

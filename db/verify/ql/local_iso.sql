@@ -2,8 +2,8 @@
 -- Existence, signature, owner and privileges both ways; never behaviour (that is pgTAP's).
 select 1 / pg_catalog.count(*)::int from pg_catalog.pg_proc p
 join pg_catalog.pg_roles o on o.oid = p.proowner
-where p.oid = 'ql.local_iso(timestamp with time zone, text)'::regprocedure and o.rolname = 'ql_owner';
-select 1 / (not pg_catalog.has_function_privilege('public', 'ql.local_iso(timestamp with time zone, text)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql.local_iso(timestamp with time zone, text)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql.local_iso(timestamp with time zone, text)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql.local_iso(timestamp with time zone, text)', 'execute'))::int;
+where p.oid = 'ql.local_iso(timestamptz, text)'::regprocedure and o.rolname = 'ql_owner';
+select 1 / (not pg_catalog.has_function_privilege('public', 'ql.local_iso(timestamptz, text)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql.local_iso(timestamptz, text)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql.local_iso(timestamptz, text)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql.local_iso(timestamptz, text)', 'execute'))::int;

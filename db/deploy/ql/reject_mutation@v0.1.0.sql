@@ -1,0 +1,26 @@
+-- Deploy qinglong:ql/reject_mutation to pg
+-- FROZEN COPY of db/functions/ql/reject_mutation.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql.reject_mutation: trigger that makes a table immutable or append-only.
+-- Attached BEFORE UPDATE OR DELETE (and TRUNCATE) to task revisions, run events and the audit.
+-- signature: ql.reject_mutation()
+create or replace function ql.reject_mutation()
+returns trigger
+language plpgsql
+volatile
+as $$
+begin
+  raise exception using
+    errcode = 'QLIMM',
+    message = pg_catalog.format('%s.%s is immutable: %s refused', tg_table_schema, tg_table_name, tg_op),
+    hint = 'Write a new row instead (a new task revision, a new event).';
+end;
+$$;
+
+comment on function ql.reject_mutation() is
+'Trigger: refuses UPDATE, DELETE and TRUNCATE. Raises QLIMM (immutable row).';
+
+commit;

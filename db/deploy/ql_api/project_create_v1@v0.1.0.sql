@@ -1,0 +1,35 @@
+-- Deploy qinglong:ql_api/project_create_v1 to pg
+-- FROZEN COPY of db/functions/ql_api/project_create_v1.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql_api.project_create_v1: create a Project by name, or find the one that has it (an operator's command).
+-- Not granted to ql_runtime: operators call it as a DBA (the qinglong CLI).
+-- Returns {"status":"created"|"exists","projectId"} | {"status":"invalid","reason":"name"}.
+-- signature: ql_api.project_create_v1(text)
+create or replace function ql_api.project_create_v1(p_name text)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+  v_id uuid;
+begin
+  if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' then return ql.outcome('invalid', 'name'); end if;
+  insert into ql.projects (name) values (p_name) on conflict (name) do nothing returning id into v_id;
+  if v_id is not null then
+    return jsonb_build_object('status', 'created', 'projectId', v_id);
+  end if;
+  select p.id into strict v_id from ql.projects p where p.name = p_name;
+  return jsonb_build_object('status', 'exists', 'projectId', v_id);
+end;
+$$;
+
+comment on function ql_api.project_create_v1(text) is
+'Creates a Project (idempotent by name). Results: created | exists | invalid (name). Operators only.';
+revoke all on function ql_api.project_create_v1(text) from public;
+
+commit;
