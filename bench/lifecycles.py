@@ -51,7 +51,7 @@ from bench.common import (
     wal_cell,
 )
 from qinglong.wire import ActivationRequest, CompletionRequest, LeaseControlRequest, LeaseRenewed, OfferOffered, ql3w
-from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
+from qinglong.worker.client import FileCredentials, IngressClient, Session
 
 WORKERS = 8
 HISTORY_S = 2.0  # lifecycles over SQL before ANALYZE
@@ -72,17 +72,16 @@ async def _loop(phase: Phase, window: Window, once: Callable[[], Awaitable[bool]
 
 
 async def through_shell(env: Env, who: list[Identity], seconds: float, meter: CpuMeter) -> Phase:
-    """Each simulated Worker is a real WorkerIngressHttpsClient (its own certificate and socket)."""
+    """Each simulated Worker is a real IngressClient (its own certificate and socket)."""
     assert env.shell is not None
     clients = [
-        WorkerIngressHttpsClient(env.shell.origin, w.worker_id, FileCredentials(w.certificate, w.key, env.ca()))
-        for w in who
+        IngressClient(env.shell.origin, w.worker_id, FileCredentials(w.certificate, w.key, env.ca())) for w in who
     ]
     phase = Phase("shell", len(who), seconds)
     try:
         sessions = await asyncio.gather(*(c.open_session(capacity=1, generation=1) for c in clients))
 
-        async def lifecycle(client: WorkerIngressHttpsClient, session: Session) -> bool:
+        async def lifecycle(client: IngressClient, session: Session) -> bool:
             offered = await client.pull(session, str(uuid.uuid4()))
             if not isinstance(offered, OfferOffered):
                 return False
@@ -324,7 +323,7 @@ def report(
         f"Windows of {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up. A Qinglong lifecycle is pull → starting ACK → "
         "running ACK → one lease renewal → completion (exit 0, no artifact): five transactions, each a "
         "`ql_api` function. *Through the shell*: 8 simulated Workers, each the Worker's real "
-        "`WorkerIngressHttpsClient` (its own certificate re-read per call, one keep-alive TLS 1.3 socket, ql3w, "
+        "`IngressClient` (its own certificate re-read per call, one keep-alive TLS 1.3 socket, ql3w, "
         f"every answer parsed by its wire contract), against `qinglong shell serve` (database pool {pool}). "
         "*Over SQL*: the same five calls from 8 psycopg connections as `ql_runtime`. "
         "*Procrastinate 3.10* (installed from PyPI as the benchmark-only extra `bench`): its own schema in its own "
