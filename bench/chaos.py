@@ -48,10 +48,12 @@ from typing import Any, Final
 
 import psycopg
 
-from bench.common import REPO, Env, Result, ShellProcess, record_json, say, table
+from bench.report import Result, record_json, table
 from qinglong.cli import admin, pki
 from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
 from qinglong.worker.identity import boottime_ns
+from tests.support.env import REPO, Env, ShellProcess
+from tests.support.progress import say
 
 TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 RUN_END_EVENTS: Final = ("run.succeeded", "run.failed", "run.cancelled", "run.timed_out")
@@ -1139,7 +1141,7 @@ def render(c: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual entry point for one chaos run
-    from bench.common import environment
+    from bench.cluster import environment
 
     with environment() as bench_env:
         print(json.dumps(run(bench_env, int(sys.argv[1]) if len(sys.argv) > 1 else 50).data, indent=2))

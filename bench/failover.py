@@ -35,11 +35,13 @@ from typing import Any, Final, cast
 import psycopg
 
 from bench.chaos import ZEROS, Chaos, ChaosConfig, child_subreaper, parse_task_log, pick_launch
-from bench.common import Env, Result, new_env, record_json, say, table
+from bench.report import Result, record_json, table
 from qinglong.cli.api import ApiError, Unreachable
 from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from qinglong.devdb.patroni import PatroniCluster
+from tests.support.env import Env, new_env
+from tests.support.progress import say
 
 DATABASE: Final = "qinglong"
 UNENDED: Final = frozenset({"claimed", "starting", "running", "lost"})

@@ -25,33 +25,25 @@ from typing import Any
 
 import psycopg
 
-from bench.common import (
+from bench.cluster import enroll, make_task, queue_runs
+from bench.meters import (
     CONTENDED_NOTE,
     WARMUP_S,
     CpuMeter,
-    Env,
-    Identity,
     Phase,
-    Result,
-    Statement,
     Window,
     contended,
     cpu_cell,
-    enroll,
-    fmt,
-    make_task,
+    cpu_meter,
     per_call,
-    queue_runs,
-    ratio,
-    say,
-    statements,
-    statements_reset,
-    statements_table,
-    table,
     wal_cell,
 )
+from bench.report import Result, fmt, ratio, table
+from bench.statements import Statement, statements, statements_reset, statements_table
 from qinglong.wire import ActivationRequest, CompletionRequest, LeaseControlRequest, LeaseRenewed, OfferOffered, ql3w
 from qinglong.worker.client import FileCredentials, IngressClient, Session
+from tests.support.env import Env, Identity
+from tests.support.progress import say
 
 WORKERS = 8
 HISTORY_S = 2.0  # lifecycles over SQL before ANALYZE
@@ -250,13 +242,13 @@ async def run(env: Env, seconds: float) -> Result:
         queue_runs(conn, make_task(conn, "bench", "lifecycle-task", {"argv": ["true"], "pool": "lifecycle"}), runs)
     # A history first, so the statistics ANALYZE gathers know Attempts, Leases, Offers and events as a running
     # system has them (analysed with none, the plans of the fenced calls were ~12 % slower).
-    history = await direct(env, who[WORKERS:], HISTORY_S, env.meter(None))
+    history = await direct(env, who[WORKERS:], HISTORY_S, cpu_meter(env, None))
     say(f"(b) a history of {history.done:,} lifecycles over SQL, then VACUUM ANALYZE")
     env.vacuum_analyze("qinglong")
     shell.restart()  # its pool connects after ANALYZE
 
     def meter() -> CpuMeter:
-        return env.meter(shell.pid)
+        return cpu_meter(env, shell.pid)
 
     via_shell = await through_shell(env, who[:WORKERS], seconds, meter())
     say(f"(b) lifecycles through the shell, {WORKERS} Workers: {via_shell.rate:,.0f}/s (p50 {via_shell.ms(50):.1f} ms)")

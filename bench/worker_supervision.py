@@ -57,7 +57,7 @@ from qinglong.worker.journal import STATES, Journal, State
 from qinglong.worker.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from bench.common import Result
+    from bench.report import Result
 
 PAGES = (16, 64)
 CAPACITY = 8
@@ -294,7 +294,9 @@ def child(journal: Path, work: Path, page: int, ticks: int) -> int:
 
 
 def run(root: Path, records: int, ticks: int) -> Result:
-    from bench.common import REPO, Result, fmt, percentile, say, table
+    from bench.report import Result, fmt, percentile, table
+    from tests.support.env import REPO
+    from tests.support.progress import say
 
     folder = root / "worker"
     folder.mkdir(mode=0o700)

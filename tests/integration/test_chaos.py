@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.chaos import ZEROS, ChaosConfig, run_chaos
-from bench.common import new_env
 from tests.conftest import Database
+from tests.support.env import new_env
 
 pytestmark = pytest.mark.db
 
