@@ -173,7 +173,7 @@ async def procrastinate_phases(
     dsn = env.dsn("procrastinate")
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, min_size=4, max_size=4))
 
-    @app.task(name="noop", queue="bench")
+    @app.task(name="noop", queue="bench")  # type: ignore[untyped-decorator, unused-ignore]  # untyped when absent
     async def noop() -> None:
         return None
 
