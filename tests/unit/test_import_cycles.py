@@ -1,6 +1,7 @@
 """No import cycle among the `qinglong.*` modules: every `import` and `from … import` statement of every
 module of every distribution, at the top level or inside a function (and under TYPE_CHECKING), read with
-`ast` without importing anything, is an edge; a cycle of edges fails. Touches: the source files (read)."""
+`ast` without importing anything, is an edge; a cycle of edges fails. And the tests never import bench/
+(bench imports the tests' support, not the other way). Touches: the source files (read)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,17 @@ def test_no_import_cycle_among_the_qinglong_modules() -> None:
     known = modules()
     graph = {name: set(imported(name, path, known)) for name, path in known.items()}
     assert cycles(graph) == []
+
+
+def test_the_tests_never_import_bench() -> None:
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.relative_to(REPO)}:{node.lineno}" for n in names if n.split(".")[0] == "bench"]
+    assert found == []
