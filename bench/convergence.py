@@ -23,7 +23,8 @@ import psycopg
 from psycopg import sql
 
 if TYPE_CHECKING:  # the converger child imports nothing it does not need (its RSS is measured)
-    from bench.common import Env, Result
+    from bench.report import Result
+    from tests.support.env import Env
 
 LIMIT = 128
 MAX_PAGES = 100_000
@@ -83,7 +84,8 @@ def converger(dsn: str) -> int:
 def seed(env: Env, runs: int) -> None:
     """`runs` queued Runs of a pool no Worker serves, each with a user cancel intent
     (run.queued then run.cancel_requested), set-based as the superuser."""
-    from bench.common import make_task, queue_runs, say
+    from bench.cluster import make_task, queue_runs
+    from tests.support.progress import say
 
     env.create_database("converge_seed")
     with psycopg.connect(env.dsn("converge_seed"), autocommit=True) as conn:
@@ -127,7 +129,7 @@ def candidate_plan(env: Env, database: str) -> str:
 
 
 def converge(env: Env, database: str, n: int) -> dict[str, Any]:
-    from bench.common import REPO
+    from tests.support.env import REPO
 
     plan = candidate_plan(env, database)
     size_before = env.database_size(database)
@@ -184,7 +186,8 @@ def converge(env: Env, database: str, n: int) -> dict[str, Any]:
 
 
 def run(env: Env, runs: int) -> Result:
-    from bench.common import Result, fmt, ratio, say, table
+    from bench.report import Result, fmt, ratio, table
+    from tests.support.progress import say
 
     seed(env, runs)
     outcomes = []

@@ -29,23 +29,14 @@ from typing import Any, Final
 import aiohttp
 import psycopg
 
-from bench.common import (
-    Env,
-    Identity,
-    Result,
-    ShellProcess,
-    enroll,
-    make_task,
-    percentile,
-    queue_runs,
-    record_json,
-    say,
-    status_kb,
-    table,
-)
+from bench.cluster import enroll, make_task, queue_runs
 from bench.lease_renewals import SimWorker
+from bench.meters import status_kb
+from bench.report import Result, percentile, record_json, table
 from qinglong.shell.config import BUDGETS
 from qinglong.wire import ActivationRequest, LeaseControlRequest, OfferPullRequest
+from tests.support.env import Env, Identity, ShellProcess
+from tests.support.progress import say
 
 IDLE_CLIENTS: Final = 2000
 SLOWLORIS_CLIENTS: Final = 100

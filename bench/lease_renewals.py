@@ -31,36 +31,25 @@ from typing import Any
 import aiohttp
 import psycopg
 
-from bench.common import (
+from bench.cluster import enroll, make_task, queue_runs
+from bench.meters import (
     CONTENDED_NOTE,
     WARMUP_S,
     CpuMeter,
-    Env,
-    Identity,
     Phase,
-    Result,
-    ShellProcess,
-    Statement,
     Window,
     contended,
     cpu_cell,
-    enroll,
-    fmt,
-    make_task,
+    cpu_meter,
     per_call,
-    queue_runs,
-    ratio,
-    record_json,
-    say,
-    statements,
-    statements_reset,
-    statements_table,
-    stop_process,
-    table,
     wal_cell,
 )
+from bench.report import Result, fmt, ratio, record_json, table
+from bench.statements import Statement, statements, statements_reset, statements_table
 from qinglong.devdb import server_bindir
 from qinglong.wire import LeaseControlRequest, ql3w
+from tests.support.env import Env, Identity, ShellProcess, stop_process
+from tests.support.progress import say
 
 COUNTS = (1, 16, 128)
 DIRECT_COUNTS = (1, 8, 16, 128)  # 8: compared with pgbench at 8 clients (bench/results.json `perf`)
@@ -220,7 +209,7 @@ def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        meter = env.meter(proc.pid)
+        meter = cpu_meter(env, proc.pid)
         time.sleep(1.0)
         meter.start()
         time.sleep(duration - 2.0)
@@ -307,13 +296,13 @@ async def run(env: Env, seconds: float) -> Result:
         renew_calls: list[Statement] = []
         for k in DIRECT_COUNTS:
             statements_reset(env)
-            p = await direct_phase(env, held[:k], seconds, env.meter(shell.pid))
+            p = await direct_phase(env, held[:k], seconds, cpu_meter(env, shell.pid))
             if k == 8:
                 renew_calls = statements(env, "qinglong")
             phases.append(p)
             say(f"(a) direct, {k:>3} connections: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
         for k in COUNTS:
-            p = await shell_phase(held[:k], workers[:k], seconds, env.meter(shell.pid))
+            p = await shell_phase(held[:k], workers[:k], seconds, cpu_meter(env, shell.pid))
             phases.append(p)
             say(f"(a) shell,  {k:>3} Workers:     {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
         diagnostic = await other_shell(env, held, workers, seconds, "shell-wide")
@@ -345,7 +334,7 @@ async def other_shell(env: Env, held: list[Held], workers: list[SimWorker], seco
     for mine, theirs in zip(others, workers, strict=True):
         mine.session_id, mine.key = theirs.session_id, theirs.key
     try:
-        p = await shell_phase(held, others, seconds, env.meter(wide.pid))
+        p = await shell_phase(held, others, seconds, cpu_meter(env, wide.pid))
         p.name = name
         shape = f"a pool of {WIDE_POOL}" if name == "shell-wide" else f"{PROCESSES} processes"
         say(f"(a) shell with {shape}, {len(others)} Workers: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms")

@@ -92,7 +92,7 @@ class _Fixture:
         return worker_id, str(opened["sessionId"])
 
     def queue(self, count: int) -> None:
-        """`count` queued Runs (each with its run.queued event), as bench/common.py queues them."""
+        """`count` queued Runs (each with its run.queued event), as bench/cluster.py queues them."""
         with self.admin.transaction():
             self.admin.execute(
                 "with r as (insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms,"

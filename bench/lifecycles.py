@@ -25,33 +25,25 @@ from typing import Any
 
 import psycopg
 
-from bench.common import (
+from bench.cluster import enroll, make_task, queue_runs
+from bench.meters import (
     CONTENDED_NOTE,
     WARMUP_S,
     CpuMeter,
-    Env,
-    Identity,
     Phase,
-    Result,
-    Statement,
     Window,
     contended,
     cpu_cell,
-    enroll,
-    fmt,
-    make_task,
+    cpu_meter,
     per_call,
-    queue_runs,
-    ratio,
-    say,
-    statements,
-    statements_reset,
-    statements_table,
-    table,
     wal_cell,
 )
+from bench.report import Result, fmt, ratio, table
+from bench.statements import Statement, statements, statements_reset, statements_table
 from qinglong.wire import ActivationRequest, CompletionRequest, LeaseControlRequest, LeaseRenewed, OfferOffered, ql3w
-from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
+from qinglong.worker.client import FileCredentials, IngressClient, Session
+from tests.support.env import Env, Identity
+from tests.support.progress import say
 
 WORKERS = 8
 HISTORY_S = 2.0  # lifecycles over SQL before ANALYZE
@@ -72,17 +64,16 @@ async def _loop(phase: Phase, window: Window, once: Callable[[], Awaitable[bool]
 
 
 async def through_shell(env: Env, who: list[Identity], seconds: float, meter: CpuMeter) -> Phase:
-    """Each simulated Worker is a real WorkerIngressHttpsClient (its own certificate and socket)."""
+    """Each simulated Worker is a real IngressClient (its own certificate and socket)."""
     assert env.shell is not None
     clients = [
-        WorkerIngressHttpsClient(env.shell.origin, w.worker_id, FileCredentials(w.certificate, w.key, env.ca()))
-        for w in who
+        IngressClient(env.shell.origin, w.worker_id, FileCredentials(w.certificate, w.key, env.ca())) for w in who
     ]
     phase = Phase("shell", len(who), seconds)
     try:
         sessions = await asyncio.gather(*(c.open_session(capacity=1, generation=1) for c in clients))
 
-        async def lifecycle(client: WorkerIngressHttpsClient, session: Session) -> bool:
+        async def lifecycle(client: IngressClient, session: Session) -> bool:
             offered = await client.pull(session, str(uuid.uuid4()))
             if not isinstance(offered, OfferOffered):
                 return False
@@ -182,7 +173,7 @@ async def procrastinate_phases(
     dsn = env.dsn("procrastinate")
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn, min_size=4, max_size=4))
 
-    @app.task(name="noop", queue="bench")
+    @app.task(name="noop", queue="bench")  # type: ignore[untyped-decorator, unused-ignore]  # untyped when absent
     async def noop() -> None:
         return None
 
@@ -251,13 +242,13 @@ async def run(env: Env, seconds: float) -> Result:
         queue_runs(conn, make_task(conn, "bench", "lifecycle-task", {"argv": ["true"], "pool": "lifecycle"}), runs)
     # A history first, so the statistics ANALYZE gathers know Attempts, Leases, Offers and events as a running
     # system has them (analysed with none, the plans of the fenced calls were ~12 % slower).
-    history = await direct(env, who[WORKERS:], HISTORY_S, env.meter(None))
+    history = await direct(env, who[WORKERS:], HISTORY_S, cpu_meter(env, None))
     say(f"(b) a history of {history.done:,} lifecycles over SQL, then VACUUM ANALYZE")
     env.vacuum_analyze("qinglong")
     shell.restart()  # its pool connects after ANALYZE
 
     def meter() -> CpuMeter:
-        return env.meter(shell.pid)
+        return cpu_meter(env, shell.pid)
 
     via_shell = await through_shell(env, who[:WORKERS], seconds, meter())
     say(f"(b) lifecycles through the shell, {WORKERS} Workers: {via_shell.rate:,.0f}/s (p50 {via_shell.ms(50):.1f} ms)")
@@ -324,7 +315,7 @@ def report(
         f"Windows of {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up. A Qinglong lifecycle is pull → starting ACK → "
         "running ACK → one lease renewal → completion (exit 0, no artifact): five transactions, each a "
         "`ql_api` function. *Through the shell*: 8 simulated Workers, each the Worker's real "
-        "`WorkerIngressHttpsClient` (its own certificate re-read per call, one keep-alive TLS 1.3 socket, ql3w, "
+        "`IngressClient` (its own certificate re-read per call, one keep-alive TLS 1.3 socket, ql3w, "
         f"every answer parsed by its wire contract), against `qinglong shell serve` (database pool {pool}). "
         "*Over SQL*: the same five calls from 8 psycopg connections as `ql_runtime`. "
         "*Procrastinate 3.10* (installed from PyPI as the benchmark-only extra `bench`): its own schema in its own "

@@ -24,21 +24,12 @@ from typing import Any
 import psycopg
 
 from bench import lifecycle_cost
-from bench.common import (
-    REPO,
-    Env,
-    Result,
-    enroll,
-    fmt,
-    make_task,
-    queue_runs,
-    record_json,
-    say,
-    statements,
-    statements_reset,
-    table,
-)
+from bench.cluster import enroll, make_task, queue_runs
 from bench.lease_renewals import LEASE_CONTROL, Held, running
+from bench.report import Result, fmt, record_json, table
+from bench.statements import statements, statements_reset
+from tests.support.env import REPO, Env
+from tests.support.progress import say
 
 SOAK_CONNECTIONS = 8
 WAITING = 100_000

@@ -27,7 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import REPO, Result, ShellProcess, environment, machine, say, table
+from bench.cluster import environment
+from bench.report import Result, machine, table
+from tests.support.env import REPO, ShellProcess
+from tests.support.progress import say
 
 RESULTS = REPO / "bench" / "RESULTS.md"
 PARTS = ("a", "b", "c", "d", "e", "f", "g", "h")

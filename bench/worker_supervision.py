@@ -48,16 +48,16 @@ from qinglong.wire import (
 )
 from qinglong.wire.activation import Executor as ExecutorRevision
 from qinglong.wire.offer import Offer, OfferEmpty, Plan
-from qinglong.worker.client import Credentials, Session, TransportError, WorkerIngressHttpsClient
+from qinglong.worker.client import Credentials, IngressClient, Session, TransportError
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boot_id
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import STATES, Journal, State
-from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
+from qinglong.worker.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from bench.common import Result
+    from bench.report import Result
 
 PAGES = (16, 64)
 CAPACITY = 8
@@ -103,7 +103,7 @@ def snapshot(offer: Offer, *, ended: bool, lease_version: int) -> Snapshot:
     )  # fmt: skip
 
 
-class CountingClient(WorkerIngressHttpsClient):
+class CountingClient(IngressClient):
     """Answers every call at once as a healthy control plane would, and counts the calls."""
 
     def __init__(self) -> None:
@@ -241,7 +241,7 @@ def build_journal(path: Path, work: Path, records: int, scenario: str, dead_pid:
 async def _measure(journal: Path, work: Path, page: int, ticks: int) -> dict[str, Any]:
     rss_imported = vm_kb("VmRSS")
     client = CountingClient()
-    lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
+    lifecycle = Lifecycle(
         journal_path=journal, client=client, executor=Executor(work),
         controller=LocalProcessController(grace_s=0.1), generation=1, capacity=CAPACITY, page_size=page,
     )  # fmt: skip
@@ -294,7 +294,9 @@ def child(journal: Path, work: Path, page: int, ticks: int) -> int:
 
 
 def run(root: Path, records: int, ticks: int) -> Result:
-    from bench.common import REPO, Result, fmt, percentile, say, table
+    from bench.report import Result, fmt, percentile, table
+    from tests.support.env import REPO
+    from tests.support.progress import say
 
     folder = root / "worker"
     folder.mkdir(mode=0o700)
@@ -391,10 +393,7 @@ def run(root: Path, records: int, ticks: int) -> Result:
         growth = (
             "it grows by one or two entries a tick for as long as the Worker runs" if max(held) >= ticks else "bounded"
         )
-        notes.append(
-            f"`WorkerRemoteExecutionHeadlessLifecycle.events` held {' / '.join(map(str, held))} entries after "
-            f"{ticks} ticks: {growth}."
-        )
+        notes.append(f"`Lifecycle.events` held {' / '.join(map(str, held))} entries after {ticks} ticks: {growth}.")
     markdown = (
         "## (d) A Worker supervising its journal\n\n"
         f"{records:,} journal records (SQLite, WAL, synchronous=FULL), the headless lifecycle with capacity "

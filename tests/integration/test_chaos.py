@@ -1,4 +1,4 @@
-"""Chaos on real parts, short (issue 9, deliverable 6): the engine of bench/chaos.py at about 36 Runs —
+"""Chaos on real parts, short (issue 9, deliverable 6): the engine of tests.support.chaos at about 36 Runs —
 the real shell as its own process, three `qinglong-worker run` processes behind TCP fault proxies that
 lose answers after the shell committed, cut, stall and reset; Workers SIGKILLed and restarted (once past
 the Lease TTL + grace), frozen with SIGSTOP, one journal deleted under its Worker. Every zero of
@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ZEROS, ChaosConfig, run_chaos
-from bench.common import new_env
 from tests.conftest import Database
+from tests.support.chaos.analysis import ZEROS
+from tests.support.chaos.config import ChaosConfig
+from tests.support.chaos.engine import run_chaos
+from tests.support.env import new_env
 
 pytestmark = pytest.mark.db
 

@@ -1,6 +1,6 @@
 """Issue 15 item 4, short: a Patroni cluster on one machine (three PostgreSQL nodes under Debian's Patroni
 and one etcd, synchronous_mode, pg_cron preloaded on every node) failing over once under load — the engine of
-bench/failover.py: the real shell and three real Workers connecting with a multi-host DSN and
+tests.support.chaos.failover: the real shell and three real Workers connecting with a multi-host DSN and
 `target_session_attrs=read-write`, users enqueueing and cancelling, convergence running, and the leader's
 postmaster SIGKILLed. Asserted: no acknowledged transition lost, no duplicated event, no task stopped because
 of the failover, no Run stuck, a bounded unavailability window, and pg_cron's convergence ran on the new
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ZEROS
-from bench.failover import FAILOVER_ZEROS, FailoverConfig, run_failover
+from tests.support.chaos.analysis import ZEROS
+from tests.support.chaos.failover import FAILOVER_ZEROS, FailoverConfig, run_failover
 
 pytestmark = [pytest.mark.patroni]
 

@@ -195,7 +195,7 @@ class PatroniCluster:
                             "cron.use_background_workers": "on",
                             "max_worker_processes": 16,
                             "wal_keep_size": "256MB",
-                            "log_timezone": "UTC",  # bench/failover.py reads job starts from the logs
+                            "log_timezone": "UTC",  # tests/support/chaos/failover.py reads job starts from the logs
                         },
                     },
                 },

@@ -43,7 +43,7 @@ engine). Every listener has its own budget (docs/operations.md, "Connection budg
 listener is plain HTTP, so it takes no tls_handshake_timeout. `processes` > 1 needs fixed ports for the
 worker and user listeners (every process binds the same ones).
 
-SIGHUP makes a running shell read the file again (qinglong.shell.serve): the two secrets and the listeners'
+SIGHUP makes a running shell read the file again (qinglong.shell.server): the two secrets and the listeners'
 certificate, key and client CA files take effect for the next session and the next connection; any
 other change needs a restart.
 """

@@ -1,7 +1,7 @@
 """A shell of several processes (shell.toml `processes` > 1; docs/decisions/0008-shell-processes.md).
 
 The parent, which `qinglong shell serve` runs (systemd's main process), starts that many children
-(`python -m qinglong.shell.processes`), each a whole shell but for the admin listener (qinglong.shell.serve
+(`python -m qinglong.shell.processes`), each a whole shell but for the admin listener (qinglong.shell.server
 with `parent`): its own database pool and connection budgets, the worker and user listeners bound with
 SO_REUSEPORT on the configured ports, so the kernel spreads accepted connections among them. The parent
 serves the one admin listener: /metrics sums every process's values (prometheus_client's multiprocess
@@ -9,7 +9,7 @@ mode: each process writes its values to files in PROMETHEUS_MULTIPROC_DIR, a fol
 /healthz answers 200 only while every child is listening and alive and the database answers (the parent's
 own pool of one connection).
 
-SIGHUP to the parent is sent on to every child, which reloads its secrets and TLS files (qinglong.shell.serve).
+SIGHUP to the parent is sent on to every child, which reloads its secrets and TLS files (qinglong.shell.server).
 SIGTERM or SIGINT to the parent: it sends SIGTERM to every child, each stops as one shell does (no more
 accepts, requests in flight finish, the pool closes), and the parent exits 0 once all have, within
 STOP_BUDGET_S (else it SIGKILLs the rest and exits 1). A child that exits by itself is not restarted: the
@@ -42,7 +42,7 @@ from qinglong.shell.app import make_admin_app
 from qinglong.shell.config import ConfigError, ShellConfig, load
 from qinglong.shell.db import Database
 from qinglong.shell.listener import BudgetedListener
-from qinglong.shell.serve import MULTIPROC_DIR, serve
+from qinglong.shell.server import serve
 from qinglong.wire.logline import configure as configure_logging
 from qinglong.wire.logline import emit
 
@@ -52,10 +52,10 @@ STOP_BUDGET_S: Final = 25.0  # SIGTERM → every child gone; below the unit's Ti
 KEPT_CODES: Final = (2, 3)  # a child's exit code the parent exits with: configuration error, cannot listen
 
 
-async def supervise(config: ShellConfig, config_path: Path) -> int:
+async def supervise(config: ShellConfig, config_path: Path, folder: str) -> int:
     """Run `config.processes` children and the admin listener until SIGTERM/SIGINT or a child's exit; the
-    parent's exit code. OSError when the admin listener cannot bind (before any child starts)."""
-    folder = os.environ[MULTIPROC_DIR]
+    parent's exit code. `folder`: PROMETHEUS_MULTIPROC_DIR, the metric files' folder (removed at exit).
+    OSError when the admin listener cannot bind (before any child starts)."""
     loop = asyncio.get_running_loop()
     children: list[asyncio.subprocess.Process] = []
     listening = 0  # children that signalled they listen (one byte each on the ready pipe)
@@ -115,7 +115,7 @@ async def supervise(config: ShellConfig, config_path: Path) -> int:
 
 
 def _forward(children: list[asyncio.subprocess.Process], sig: int) -> None:
-    """SIGHUP to the parent: every live child reloads (qinglong.shell.serve); the parent has nothing to reload."""
+    """SIGHUP to the parent: every live child reloads (qinglong.shell.server); the parent has nothing to reload."""
     for child in children:
         if child.returncode is None:
             child.send_signal(sig)

@@ -36,7 +36,7 @@ import pytest
 from qinglong.shell.config import Budget, Listener, ShellConfig
 from qinglong.shell.db import Database
 from qinglong.shell.listener import BudgetedListener
-from qinglong.shell.serve import serve
+from qinglong.shell.server import serve
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import (
     JSON,

@@ -2,7 +2,7 @@
 user API, over a fresh database per test) with an observing middleware, the shell's session PKI,
 seeded rows (Worker A enrolled with its certificate, a Project with an operator), an Attempt's output
 as the database holds it, a Worker client that
-records every call it makes (a test-side spy around the real `WorkerIngressHttpsClient`), lifecycles
+records every call it makes (a test-side spy around the real `IngressClient`), lifecycles
 built from the real Executor and LocalProcessController, `qinglong-worker run` as a separate OS
 process, read-only views of the inbox journal, and a teardown that leaves no process behind.
 
@@ -55,11 +55,11 @@ from qinglong.wire import (
     WorkerSessionAlive,
     ql3w,
 )
-from qinglong.worker.client import FileCredentials, Session, WorkerIngressHttpsClient
+from qinglong.worker.client import FileCredentials, IngressClient, Session
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.identity import ProcessHandle, boottime_ns
-from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
+from qinglong.worker.lifecycle import Lifecycle
 from tests.conftest import Database as PgDatabase
 from tests.integration.db.factories import Subject, make_project, make_revision, make_runs, make_user, set_role
 from tests.integration.shell.conftest import Pki, Shell
@@ -223,7 +223,7 @@ class Call:
     error: BaseException | None = None
 
 
-class SpyClient(WorkerIngressHttpsClient):
+class SpyClient(IngressClient):
     """The real client; every call is also recorded (what, when, with which body, what came back)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -457,8 +457,8 @@ class Rig:
     creds: FileCredentials
     journal_path: Path
     work_dir: Path
-    clients: list[WorkerIngressHttpsClient] = field(default_factory=list)
-    lifecycles: list[WorkerRemoteExecutionHeadlessLifecycle] = field(default_factory=list)
+    clients: list[IngressClient] = field(default_factory=list)
+    lifecycles: list[Lifecycle] = field(default_factory=list)
     processes: list[WorkerProcess] = field(default_factory=list)
     others: list[subprocess.Popen[bytes]] = field(default_factory=list)
     handles: list[ProcessHandle] = field(default_factory=list)
@@ -532,13 +532,13 @@ class Rig:
 
     def lifecycle(
         self,
-        client: WorkerIngressHttpsClient | None = None,
+        client: IngressClient | None = None,
         *,
         page_size: int = 16,
         capacity: int = 1,
         grace_s: float = 1.0,
-    ) -> WorkerRemoteExecutionHeadlessLifecycle:
-        lc = WorkerRemoteExecutionHeadlessLifecycle(
+    ) -> Lifecycle:
+        lc = Lifecycle(
             journal_path=self.journal_path,
             client=client if client is not None else self.client(),
             executor=Executor(self.work_dir, stop_grace_s=grace_s, policy=TaskPolicy(allow_root_tasks=True)),
@@ -552,7 +552,7 @@ class Rig:
 
     async def tick_until(
         self,
-        lc: WorkerRemoteExecutionHeadlessLifecycle,
+        lc: Lifecycle,
         done: Callable[[], bool],
         *,
         within: float = 10.0,

@@ -18,7 +18,7 @@ import pytest
 
 from qinglong.wire import ActivationRequest, OfferOffered
 from qinglong.worker.client import Session
-from qinglong.worker.coordinator import WorkerRemoteExecutionControlCoordinator
+from qinglong.worker.coordinator import Coordinator
 from qinglong.worker.identity import ProcessHandle, boot_id
 from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import Journal
@@ -123,7 +123,7 @@ async def test_each_tick_supervises_at_most_one_page_and_the_cursor_wraps_around
 
     reconciled: list[str] = []
     processed: list[str] = []
-    reconcile, process = WorkerRemoteExecutionControlCoordinator.reconcile, Processor.process
+    reconcile, process = Coordinator.reconcile, Processor.process
 
     async def spy_reconcile(self: Any, offer_id: str, session: Any) -> Any:
         reconciled.append(offer_id)
@@ -133,7 +133,7 @@ async def test_each_tick_supervises_at_most_one_page_and_the_cursor_wraps_around
         processed.append(record.offer_id)
         return await process(self, record, session)
 
-    monkeypatch.setattr(WorkerRemoteExecutionControlCoordinator, "reconcile", spy_reconcile)
+    monkeypatch.setattr(Coordinator, "reconcile", spy_reconcile)
     monkeypatch.setattr(Processor, "process", spy_process)
 
     lc = rig.lifecycle(page_size=16, capacity=40)

@@ -11,12 +11,13 @@ A message is a frozen, keyword-only dataclass whose fields are declared once wit
 The same declaration parses (`Msg.parse(bytes)`, `Msg.from_obj(dict)`), checks instances built in
 Python (`__post_init__`, so an invalid message cannot exist), and serialises (`to_obj`, `to_json`)
 for the sender and the receiver alike. The value specs (Int, Str, Uuid, …) live in
-`qinglong.wire.specs` and are re-exported here. Wire names are the camelCase of the attribute
-unless `name=` says otherwise. `nullable` fields are always present and may be null; `optional`
-fields may be absent (None in Python) and are never null. `from_shell` marks what the shell adds to
-a database result (`Msg.from_result`). `secret` keeps a value out of `repr`. A `Record` is a nested
-object; a `Message` is a top-level body carrying `"schema"`. `Variants` dispatches a response
-family on `status`, one class per status, so every status keeps its exact key set.
+`qinglong.wire.specs` and are re-exported here; `Nested` (a Record inside a message) lives here.
+Wire names are the camelCase of the attribute unless `name=` says otherwise. `nullable` fields are
+always present and may be null; `optional` fields may be absent (None in Python) and are never null.
+`from_shell` marks what the shell adds to a database result (`Msg.from_result`). `secret` keeps a
+value out of `repr`. A `Record` is a nested object; a `Message` is a top-level body carrying
+`"schema"`. `Variants` dispatches a response family on `status`, one class per status, so every
+status keeps its exact key set.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from qinglong.wire.specs import (
     Int,
     List,
     Map,
-    Nested,
     Null,
     Seconds,
     Spec,
@@ -236,6 +236,25 @@ class Record:
             else:
                 out[f.name] = f.spec.dump(value)
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Nested(Spec):
+    """A nested object with exactly the fields of `record`."""
+
+    record: type[Record]
+    json_type = dict
+
+    def load(self, value: object, where: str) -> Record:
+        return self.record.load_at(value, where)
+
+    def check(self, value: object, where: str) -> Record:
+        if type(value) is not self.record:
+            raise WireError(BAD_TYPE, f"{where}: expected {self.record.__name__}")
+        return value
+
+    def dump(self, value: Any) -> object:
+        return value.to_obj()
 
 
 class Message(Record):

@@ -2,7 +2,8 @@
 
 Each spec loads a decoded JSON value (`load`), checks a Python value (`check`; both return the
 checked, normalised value) and dumps it back (`dump`). Messages combine them with
-`qinglong.wire.fields.wire`. Error messages name the field path and the rule, never the value.
+`qinglong.wire.fields.wire`; `Nested`, the spec of a nested Record, lives there with Record. Error
+messages name the field path and the rule, never the value.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import types
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from qinglong.wire.codec import (
     BAD_BASE64,
@@ -30,9 +31,6 @@ from qinglong.wire.codec import (
     WireError,
     check_text,
 )
-
-if TYPE_CHECKING:
-    from qinglong.wire.fields import Record
 
 UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # 32 random bytes, base64url without padding: 42 free characters and a last one whose two low bits are 0.
@@ -223,25 +221,6 @@ class Base64Bytes(Spec):
 
     def dump(self, value: Any) -> object:
         return base64.b64encode(value).decode("ascii")
-
-
-@dataclasses.dataclass(frozen=True)
-class Nested(Spec):
-    """A nested object with exactly the fields of `record`."""
-
-    record: type[Record]
-    json_type = dict
-
-    def load(self, value: object, where: str) -> Record:
-        return self.record.load_at(value, where)
-
-    def check(self, value: object, where: str) -> Record:
-        if type(value) is not self.record:
-            raise WireError(BAD_TYPE, f"{where}: expected {self.record.__name__}")
-        return value
-
-    def dump(self, value: Any) -> object:
-        return value.to_obj()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""WorkerIngressHttpsClient: the Worker's one HTTPS authority to the shell (seed ADR-0112 §2, docs/architecture.md §7).
+"""IngressClient: the Worker's one HTTPS authority to the shell (seed ADR-0112 §2, docs/architecture.md §7).
 Touches the network (one keep-alive socket per origin per credential fingerprint) and reads the
 credential files it is given on every call.
 
@@ -151,7 +151,7 @@ def _client_context(creds: Credentials) -> ssl.SSLContext:
     return ctx
 
 
-class WorkerIngressHttpsClient:
+class IngressClient:
     """The one HTTPS client of a Worker. Nothing happens at construction; the first call connects."""
 
     def __init__(

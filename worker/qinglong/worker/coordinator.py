@@ -1,4 +1,4 @@
-"""WorkerRemoteExecutionControlCoordinator.reconcile(offer_id): keep one started Attempt honest
+"""Coordinator.reconcile(offer_id): keep one started Attempt honest
 (seed ADR-0118 §4) and ship its output. Touches the journal (compare-and-set), the control plane
 (through the one client), the local process (through the identity-checked controller) and its output
 files (read only, through the Executor). No timers: the lifecycle calls it.
@@ -49,11 +49,11 @@ from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.worker.client import (
     ClientError,
+    IngressClient,
     Refused,
     Session,
     TransportError,
     Unauthenticated,
-    WorkerIngressHttpsClient,
 )
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor
@@ -91,7 +91,7 @@ def next_chunk(size: int, shipped: Shipped | None, limit: int = CHUNK_MAX_BYTES)
     return start, min(limit, size - start)
 
 
-async def renew(client: WorkerIngressHttpsClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
+async def renew(client: IngressClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
     """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
     inbox as it leaves the Lease (renewed | stop_requested: the new version and local expiry, counted from the
     send instant; terminal: unchanged). Raises what the client raises."""
@@ -106,11 +106,11 @@ async def renew(client: WorkerIngressHttpsClient, session: Session, inbox: Inbox
     return answer, inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
 
 
-class WorkerRemoteExecutionControlCoordinator:
+class Coordinator:
     def __init__(
         self,
         journal: Journal,
-        client: WorkerIngressHttpsClient,
+        client: IngressClient,
         executor: Executor,
         controller: LocalProcessController,
     ) -> None:

@@ -1,4 +1,4 @@
-"""WorkerRemoteExecutionHeadlessLifecycle: the Worker's explicit, timer-free lifecycle (seed ADR-0112 §3,
+"""Lifecycle: the Worker's explicit, timer-free lifecycle (seed ADR-0112 §3,
 seed ADR-0118 §5). Touches the journal (ownership, paging), the control plane and local processes only
 through the Processor, the coordinator and the one client it is given.
 
@@ -34,14 +34,14 @@ from qinglong.wire import OfferOffered
 from qinglong.wire.logline import emit
 from qinglong.worker.client import (
     ClientError,
+    IngressClient,
     Refused,
     Session,
     TransportError,
     Unauthenticated,
-    WorkerIngressHttpsClient,
 )
 from qinglong.worker.controller import LocalProcessController
-from qinglong.worker.coordinator import SUPERVISED, WorkerRemoteExecutionControlCoordinator
+from qinglong.worker.coordinator import SUPERVISED, Coordinator
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox
@@ -64,12 +64,12 @@ STOP_FACTS: Final[frozenset[State]] = frozenset(
 )  # fmt: skip
 
 
-class WorkerRemoteExecutionHeadlessLifecycle:
+class Lifecycle:
     def __init__(
         self,
         *,
         journal_path: Path,
-        client: WorkerIngressHttpsClient,
+        client: IngressClient,
         executor: Executor,
         controller: LocalProcessController,
         generation: int,
@@ -90,7 +90,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._journal: Journal | None = None
         self._session: Session | None = None
         self._processor: Processor | None = None
-        self._coordinator: WorkerRemoteExecutionControlCoordinator | None = None
+        self._coordinator: Coordinator | None = None
         self._cursor: int | None = None
         self._tick: asyncio.Task[None] | None = None
         self._pull: asyncio.Task[object] | None = None
@@ -119,9 +119,7 @@ class WorkerRemoteExecutionHeadlessLifecycle:
         self._journal = journal = self._open_journal(self._journal_path)
         self.events.append("own")
         self._processor = Processor(journal, self._client, self._executor)
-        self._coordinator = WorkerRemoteExecutionControlCoordinator(
-            journal, self._client, self._executor, self._controller
-        )
+        self._coordinator = Coordinator(journal, self._client, self._executor, self._controller)
         with contextlib.suppress(ClientError):  # a refusal is kept in self.refused; the scan goes on
             await self._ensure_session()
         cursor: int | None = None

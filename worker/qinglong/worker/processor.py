@@ -28,11 +28,11 @@ from typing import Literal
 from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
 from qinglong.worker.client import (
     ClientError,
+    IngressClient,
     Refused,
     Session,
     TransportError,
     Unauthenticated,
-    WorkerIngressHttpsClient,
 )
 from qinglong.worker.coordinator import renew
 from qinglong.worker.executor import Executor, ExecutorRefused
@@ -44,7 +44,7 @@ Phase = Literal["starting", "running", "start-failure"]
 
 
 class Processor:
-    def __init__(self, journal: Journal, client: WorkerIngressHttpsClient, executor: Executor) -> None:
+    def __init__(self, journal: Journal, client: IngressClient, executor: Executor) -> None:
         self._journal = journal
         self._client = client
         self._executor = executor

@@ -43,11 +43,11 @@ from qinglong.wire.fields import Bool, Int, List, Record, Seconds, Str, Uuid, wi
 from qinglong.wire.logline import configure as configure_logging
 from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
-from qinglong.worker.client import FileCredentials, WorkerIngressHttpsClient
+from qinglong.worker.client import FileCredentials, IngressClient
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
-from qinglong.worker.lifecycle import WorkerRemoteExecutionHeadlessLifecycle
+from qinglong.worker.lifecycle import Lifecycle
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -135,10 +135,10 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         loop.add_signal_handler(sig, stop.set)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     try:
-        client = WorkerIngressHttpsClient(config.origin, config.worker_id, config.credentials)
+        client = IngressClient(config.origin, config.worker_id, config.credentials)
     except ValueError as exc:
         raise ConfigError(f"origin: {exc}") from None
-    lifecycle = WorkerRemoteExecutionHeadlessLifecycle(
+    lifecycle = Lifecycle(
         journal_path=config.journal,
         client=client,
         executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds, policy=config.task_policy),
@@ -190,7 +190,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     return 3 if lifecycle.failed_closed else 0
 
 
-def _write_status(journal: Path, lifecycle: WorkerRemoteExecutionHeadlessLifecycle) -> None:
+def _write_status(journal: Path, lifecycle: Lifecycle) -> None:
     """Best effort: a Worker that cannot write its status keeps working (`status` then reads it as stale)."""
     with contextlib.suppress(OSError):
         admin.write_status(
