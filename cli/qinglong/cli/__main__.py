@@ -26,14 +26,18 @@ import tomllib
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import catalogue
+from qinglong.cli import operators as op
 from qinglong.db import sqitch
 from qinglong.wire.codec import WireError
 from qinglong.wire.common import NAME_PATTERN, RUN_STATUSES
 from qinglong.wire.fields import Record, Str, wire
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN
+
+if TYPE_CHECKING:
+    from qinglong.cli.admin import Transaction
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -53,11 +57,6 @@ def _dsn(args: argparse.Namespace) -> str:
     if not dsn:
         raise Failure("no database: pass --dsn or set QINGLONG_DSN")
     return str(dsn)
-
-
-def _admin(args: argparse.Namespace, function: str, *params: Any) -> dict[str, Any]:
-    """One operator call in its own transaction."""
-    return _admin_transaction(args, lambda tx: tx.call(function, *params))
 
 
 def _admin_transaction(args: argparse.Namespace, body: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -263,8 +262,11 @@ def _issue_and_record(
 
 def cmd_worker_enroll(args: argparse.Namespace) -> int:
     def record(tx: Any, wid: str, issued: Any) -> dict[str, Any]:
-        result: dict[str, Any] = tx.call("worker_enroll_v1", wid, args.name, args.pool, issued.fingerprint)
-        tx.call("worker_certificate_renew_v1", wid, issued.fingerprint, issued.not_after_ms)  # records its expiry
+        result: dict[str, Any] = tx.call(op.worker_enroll_v1, p_worker_id=wid, p_name=args.name, p_pool=args.pool,
+                         p_cert_fingerprint=issued.fingerprint)  # fmt: skip
+        # records its expiry
+        tx.call(op.worker_certificate_renew_v1, p_worker_id=wid, p_cert_fingerprint=issued.fingerprint,
+                p_not_after_ms=issued.not_after_ms)  # fmt: skip
         return result
 
     worker_id = args.id or str(uuid.uuid4())
@@ -277,11 +279,11 @@ def cmd_worker_enroll(args: argparse.Namespace) -> int:
 
 
 def cmd_worker_renew(args: argparse.Namespace) -> int:
-    result, issued = _issue_and_record(
-        args,
-        lambda tx: catalogue.worker_id(tx, args.worker),
-        lambda tx, wid, new: tx.call("worker_certificate_renew_v1", wid, new.fingerprint, new.not_after_ms),
-    )
+    def record(tx: Transaction, wid: str, new: Any) -> dict[str, Any]:
+        return tx.call(op.worker_certificate_renew_v1, p_worker_id=wid, p_cert_fingerprint=new.fingerprint,
+                       p_not_after_ms=new.not_after_ms)  # fmt: skip
+
+    result, issued = _issue_and_record(args, lambda tx: catalogue.worker_id(tx, args.worker), record)
     expires = dt.datetime.fromtimestamp(issued.not_after_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     answer = {**result, "certificate": str(issued.certificate), "key": str(issued.key)}
     sentence = (
@@ -292,7 +294,7 @@ def cmd_worker_renew(args: argparse.Namespace) -> int:
 
 
 def cmd_project_create(args: argparse.Namespace) -> int:
-    result = _admin(args, "project_create_v1", args.name)
+    result = _admin_transaction(args, lambda tx: tx.call(op.project_create_v1, p_name=args.name))
     return _created(args, result["projectId"], result, f"project {args.name}: {result['status']} {result['projectId']}")
 
 
@@ -307,10 +309,13 @@ def cmd_subject_create(args: argparse.Namespace) -> int:
     token = secrets.token_urlsafe(32)
 
     def create(tx: Any) -> dict[str, Any]:  # the subject, its binding and its token file: all or nothing
-        created: dict[str, Any] = tx.call("subject_create_v1", args.kind, args.name, token_digest(token))
+        created: dict[str, Any] = tx.call(
+            op.subject_create_v1, p_kind=args.kind, p_name=args.name, p_token_digest=token_digest(token)
+        )
         if args.project:
             project = catalogue.project_id(tx, args.project)
-            tx.call("role_binding_set_v1", project, created["subjectId"], args.role or "operator", True)
+            tx.call(op.role_binding_set_v1, p_project_id=project, p_subject_id=created["subjectId"],
+                    p_role=args.role or "operator", p_active=True)  # fmt: skip
         _write_new(args.token_file, token + "\n", args.force)  # before the commit: a refused write rolls back
         return created
 
@@ -339,11 +344,11 @@ def cmd_task_create(args: argparse.Namespace) -> int:
 
     def create(tx: Any) -> dict[str, Any]:  # the task and its schedule commit together
         project = catalogue.project_id(tx, args.project)
-        created: dict[str, Any] = tx.call("task_create_v1", project, args.name, plan)
+        created: dict[str, Any] = tx.call(op.task_create_v1, p_project_id=project, p_name=args.name, p_plan=plan)
         if args.schedule is not None:
-            tx.call("task_schedule_set_v1", project, args.name, args.schedule, args.timezone or "UTC",
-                    args.overlap or "skip")  # fmt: skip
-            created["schedule"] = tx.call("task_schedule_show_v1", project, args.name, 5)
+            tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.schedule,
+                    p_timezone=args.timezone or "UTC", p_overlap=args.overlap or "skip")  # fmt: skip
+            created["schedule"] = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=args.name, p_count=5)
         return created
 
     result = _admin_transaction(args, create)
@@ -372,8 +377,10 @@ def cmd_task_schedule(args: argparse.Namespace) -> int:
         changed: dict[str, Any] = {}
         project = catalogue.project_id(tx, args.project)
         if not args.show:
-            changed = tx.call("task_schedule_set_v1", project, args.name, args.cron, args.timezone, args.overlap)
-        return {"changed": changed, "shown": tx.call("task_schedule_show_v1", project, args.name, args.count)}
+            changed = tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.cron,
+                              p_timezone=args.timezone, p_overlap=args.overlap)  # fmt: skip
+        shown = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=args.name, p_count=args.count)
+        return {"changed": changed, "shown": shown}
 
     result = _admin_transaction(args, body)
     changed, shown = result["changed"], result["shown"]

@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from qinglong.cli import operators as op
+
 Runner = Callable[[argparse.Namespace, Callable[[Any], dict[str, Any]]], dict[str, Any]]
 ROLES = ("owner", "admin", "operator", "viewer")
 
@@ -65,12 +67,12 @@ def _one(items: Sequence[dict[str, Any]], key: str, wanted: str, what: str, id_k
 
 def project_id(tx: Any, wanted: str) -> str:
     """The id of the project named `wanted` (or whose id it is), inside the caller's transaction."""
-    return str(_one(tx.call("project_list_v1")["projects"], "name", wanted, "project", "projectId")["projectId"])
+    return str(_one(tx.call(op.project_list_v1)["projects"], "name", wanted, "project", "projectId")["projectId"])
 
 
 def worker_id(tx: Any, wanted: str) -> str:
     """The id of the Worker named `wanted` (or whose id it is), inside the caller's transaction."""
-    return str(_one(tx.call("worker_list_v1")["workers"], "name", wanted, "worker", "workerId")["workerId"])
+    return str(_one(tx.call(op.worker_list_v1)["workers"], "name", wanted, "worker", "workerId")["workerId"])
 
 
 # -- handlers -----------------------------------------------------------------------------------------
@@ -78,7 +80,7 @@ def worker_id(tx: Any, wanted: str) -> str:
 
 def _worker_list(run: Runner) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        listed = run(args, lambda tx: tx.call("worker_list_v1"))
+        listed = run(args, lambda tx: tx.call(op.worker_list_v1))
         rows = [
             (w["workerId"], w["name"], w["pool"], w["generation"], w["status"], w["online"], w["activeAttempts"],
              _when(w["lastContactAtMs"]), _when(w["certNotAfterMs"]))
@@ -92,7 +94,7 @@ def _worker_list(run: Runner) -> Callable[[argparse.Namespace], int]:
 
 def _worker_status(run: Runner, active: bool) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        done = run(args, lambda tx: tx.call("worker_status_set_v1", args.worker, active))
+        done = run(args, lambda tx: tx.call(op.worker_status_set_v1, p_worker=args.worker, p_active=active))
         closed = f", session {done['closedSessionId']} closed" if done["closedSessionId"] else ""
         already = "" if done["changed"] else " (already)"
         return _emit(args, done, f"worker {done['name']} {done['workerId']}: {done['status']}{already}{closed}")
@@ -102,7 +104,7 @@ def _worker_status(run: Runner, active: bool) -> Callable[[argparse.Namespace], 
 
 def _project_list(run: Runner) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        listed = run(args, lambda tx: tx.call("project_list_v1"))
+        listed = run(args, lambda tx: tx.call(op.project_list_v1))
         rows = [
             (p["projectId"], p["name"], p["status"], p["version"], p["tasks"], _when(p["createdAtMs"]))
             for p in listed["projects"]
@@ -115,7 +117,7 @@ def _project_list(run: Runner) -> Callable[[argparse.Namespace], int]:
 
 def _subject_list(run: Runner) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        listed = run(args, lambda tx: tx.call("subject_list_v1"))
+        listed = run(args, lambda tx: tx.call(op.subject_list_v1))
         rows = [
             (s["subjectId"], s["name"], s["kind"], s["status"], [f"{r['project']}:{r['role']}" for r in s["roles"]])
             for s in listed["subjects"]
@@ -128,7 +130,7 @@ def _subject_list(run: Runner) -> Callable[[argparse.Namespace], int]:
 
 def _subject_status(run: Runner, active: bool) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        done = run(args, lambda tx: tx.call("subject_status_set_v1", args.subject, active))
+        done = run(args, lambda tx: tx.call(op.subject_status_set_v1, p_subject=args.subject, p_active=active))
         already = "" if done["changed"] else " (already)"
         return _emit(args, done, f"subject {done['name']} {done['subjectId']}: {done['status']}{already}")
 
@@ -137,7 +139,7 @@ def _subject_status(run: Runner, active: bool) -> Callable[[argparse.Namespace],
 
 def _task_list(run: Runner) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        listed = run(args, lambda tx: tx.call("task_list_v1", args.project))
+        listed = run(args, lambda tx: tx.call(op.task_list_v1, p_project=args.project))
         rows = [
             (
                 t["taskId"],
@@ -158,7 +160,9 @@ def _task_list(run: Runner) -> Callable[[argparse.Namespace], int]:
 
 def _task_status(run: Runner, active: bool) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        done = run(args, lambda tx: tx.call("task_status_set_v1", args.project, args.task, active))
+        done = run(
+            args, lambda tx: tx.call(op.task_status_set_v1, p_project=args.project, p_task=args.task, p_active=active)
+        )
         already = "" if done["changed"] else " (already)"
         return _emit(args, done, f"task {done['name']} {done['taskId']}: {done['status']}{already}")
 
@@ -167,9 +171,9 @@ def _task_status(run: Runner, active: bool) -> Callable[[argparse.Namespace], in
 
 def _task_show(run: Runner) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace, tx: Any) -> dict[str, Any]:
-        listed = tx.call("task_list_v1", args.project)
+        listed = tx.call(op.task_list_v1, p_project=args.project)
         task = _one(listed["tasks"], "name", args.task, "task", "taskId")
-        schedule = tx.call("task_schedule_show_v1", listed["projectId"], task["name"], 5)
+        schedule = tx.call(op.task_schedule_show_v1, p_project_id=listed["projectId"], p_name=task["name"], p_count=5)
         return {"projectId": listed["projectId"], "project": listed["project"], **task,
                 "schedule": None if schedule["status"] == "unscheduled" else schedule}  # fmt: skip
 
@@ -199,13 +203,14 @@ def _task_show(run: Runner) -> Callable[[argparse.Namespace], int]:
 
 def _role(run: Runner, revoke: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace, tx: Any) -> dict[str, Any]:
-        project = _one(tx.call("project_list_v1")["projects"], "name", args.project, "project", "projectId")
-        subject = _one(tx.call("subject_list_v1")["subjects"], "name", args.subject, "subject", "subjectId")
+        project = _one(tx.call(op.project_list_v1)["projects"], "name", args.project, "project", "projectId")
+        subject = _one(tx.call(op.subject_list_v1)["subjects"], "name", args.subject, "subject", "subjectId")
         role = args.role if not revoke else next(
             (r["role"] for r in subject["roles"] if r["projectId"] == project["projectId"]), None)  # fmt: skip
         if role is None:
             raise _refused(f"subject {subject['name']} has no role in project {project['name']}: nothing to revoke")
-        done = tx.call("role_binding_set_v1", project["projectId"], subject["subjectId"], role, not revoke)
+        done = tx.call(op.role_binding_set_v1, p_project_id=project["projectId"], p_subject_id=subject["subjectId"],
+                       p_role=role, p_active=not revoke)  # fmt: skip
         return {"projectId": project["projectId"], "project": project["name"], "subjectId": subject["subjectId"],
                 "subject": subject["name"], "role": done["role"], "active": done["active"]}  # fmt: skip
 
