@@ -39,6 +39,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from qinglong.cli import admin, pki
+from qinglong.cli import operators as op
 from qinglong.cli.api import UserApi, token_digest
 from qinglong.cli.demo import Demo
 
@@ -90,19 +91,25 @@ def system() -> Iterator[System]:
         dsn = demo.dsn
         with psycopg.connect(dsn, autocommit=True) as conn:  # a long output keeps 2 KiB of head and 64 KiB of tail
             conn.execute("update ql.settings set output_head_bytes = 2048, output_tail_bytes = 65536")
-        project = admin.call(dsn, "project_create_v1", ("console",))["projectId"]
+        project = admin.call(dsn, op.project_create_v1, p_name="console")["projectId"]
         tokens = {}
         for name, kind, role in (("olga", "user", "operator"), ("vic", "user", "viewer"), ("bot", "agent", "operator")):
             tokens[name if kind == "agent" else role] = token = os.urandom(24).hex()
-            subject = admin.call(dsn, "subject_create_v1", (kind, name, token_digest(token)))["subjectId"]
-            admin.call(dsn, "role_binding_set_v1", (project, subject, role, True))
+            subject = admin.call(dsn, op.subject_create_v1, p_kind=kind, p_name=name,
+                                 p_token_digest=token_digest(token))["subjectId"]  # fmt: skip
+            admin.call(
+                dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=subject, p_role=role, p_active=True
+            )
         tasks = {
-            name: admin.call(dsn, "task_create_v1", (project, name, plan))["taskId"] for name, plan in TASKS.items()
+            name: admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan)["taskId"]
+            for name, plan in TASKS.items()
         }
-        admin.call(dsn, "task_schedule_set_v1", (project, "hello", "0 3 * * *", "UTC", "skip"))  # never fires here
+        # never fires here
+        admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name="hello", p_cron="0 3 * * *",
+                   p_timezone="UTC", p_overlap="skip")  # fmt: skip
         spare = pki.issue_worker(demo.certs, "5fa1e000-0000-4000-8000-00000000000a", name="spare")
-        admin.call(dsn, "worker_enroll_v1", ("5fa1e000-0000-4000-8000-00000000000a", "spare", "default",
-                                             spare.fingerprint))  # fmt: skip
+        admin.call(dsn, op.worker_enroll_v1, p_worker_id="5fa1e000-0000-4000-8000-00000000000a", p_name="spare",
+                   p_pool="default", p_cert_fingerprint=spare.fingerprint)  # fmt: skip
         cert = x509.load_pem_x509_certificate((demo.certs / "server.crt").read_bytes())
         der = cert.public_key().public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo

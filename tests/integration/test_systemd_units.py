@@ -32,7 +32,8 @@ from typing import Final
 
 import pytest
 
-from qinglong.cli.__main__ import cmd_shell_serve, parser
+from qinglong.cli.__main__ import parser
+from qinglong.cli.commands.shell import serve
 from qinglong.worker.run import WorkerConfig
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -237,7 +238,7 @@ def test_the_command_is_the_distributions_console_script_with_arguments_it_accep
     assert argv[0].startswith("/opt/") and argv[1:] == ARGS[unit]
     if unit == SHELL:
         args = parser().parse_args(argv[1:])
-        assert args.handler is cmd_shell_serve and args.config == Path("/etc/qinglong/shell.toml")
+        assert args.handler is serve and args.config == Path("/etc/qinglong/shell.toml")
 
 
 @pytest.mark.parametrize("unit", UNITS)

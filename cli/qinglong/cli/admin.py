@@ -1,18 +1,19 @@
-"""The operator's database calls: one ql_api function per command, by name, over a DBA connection
-(the operator functions are not granted to the runtime role). Touches the database it is given.
+"""The operator's database calls over a DBA connection (the operator functions are not granted to the runtime
+role): each a ql_api routine declared in qinglong.cli.operators, every argument named. Touches the database it is
+given.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ParamSpec
 
 import psycopg
-from psycopg.types.json import Jsonb
 
-_NAME = re.compile(r"[a-z_][a-z0-9_]*_v[0-9]+")
+from qinglong.cli.operators import Operator, converge
+
+P = ParamSpec("P")
 
 
 class Unavailable(Exception):
@@ -34,17 +35,15 @@ class Transaction:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
 
-    def call(self, function: str, *args: Any) -> dict[str, Any]:
-        """One ql_api call; an invalid, not_found or fenced outcome raises Refused (and rolls back)."""
-        if not _NAME.fullmatch(function):
-            raise ValueError(f"not a ql_api function: {function}")
-        query = f"select ql_api.{function}({', '.join(['%s'] * len(args))})".encode()
-        row = self._conn.execute(query, [Jsonb(a) if isinstance(a, dict) else a for a in args]).fetchone()
+    def call(self, function: Operator[P], *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        """One ql_api function call, its arguments named; an invalid, not_found or fenced outcome raises Refused
+        (and rolls back)."""
+        row = self._conn.execute(*function.statement(*args, **kwargs)).fetchone()
         assert row is not None and isinstance(row[0], dict)
         result: dict[str, Any] = row[0]
         if result.get("status") in ("invalid", "not_found", "fenced"):
             detail = f": {result['detail']}" if result.get("detail") else ""
-            raise Refused(f"{function}: {result['status']} ({result.get('reason')}){detail}")
+            raise Refused(f"{function.name}: {result['status']} ({result.get('reason')}){detail}")
         return result
 
 
@@ -60,17 +59,17 @@ def transaction(dsn: str) -> Iterator[Transaction]:
         raise Refused(_first_line(exc)) from None
 
 
-def call(dsn: str, function: str, args: Sequence[Any]) -> dict[str, Any]:
+def call(dsn: str, function: Operator[P], *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
     """One ql_api call in its own transaction; its jsonb result (outcomes raise Refused)."""
     with transaction(dsn) as tx:
-        return tx.call(function, *args)
+        return tx.call(function, *args, **kwargs)
 
 
 def converge_once(dsn: str, page_size: int, max_pages: int, grace_ms: int) -> None:
     """One convergence cycle: `CALL ql_api.converge(…)` in autocommit mode (it commits per page)."""
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute("call ql_api.converge(%s, %s, %s)", (page_size, max_pages, grace_ms))
+            conn.execute(*converge.statement(p_page_size=page_size, p_max_pages=max_pages, p_grace_ms=grace_ms))
     except psycopg.OperationalError as exc:
         raise Unavailable(_first_line(exc)) from None
     except psycopg.Error as exc:

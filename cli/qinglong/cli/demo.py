@@ -39,6 +39,7 @@ from typing import Any
 import psycopg
 
 from qinglong.cli import admin, pki
+from qinglong.cli import operators as op
 from qinglong.cli.api import UserApi, token_digest
 from qinglong.cli.timeline import render
 from qinglong.db import sqitch
@@ -141,7 +142,8 @@ class Demo:
         pki.issue_server(certs, ["127.0.0.1"])
         worker_id = str(uuid.uuid4())
         issued = pki.issue_worker(certs, worker_id, name="worker")
-        admin.call(dsn, "worker_enroll_v1", (worker_id, "demo-worker", "default", issued.fingerprint))
+        admin.call(dsn, op.worker_enroll_v1, p_worker_id=worker_id, p_name="demo-worker", p_pool="default",
+                   p_cert_fingerprint=issued.fingerprint)  # fmt: skip
         say(f"• PKI (ECDSA P-256) in {certs}; Worker {worker_id} enrolled as demo-worker")
 
         worker_port, user_port, admin_port = free_port(), free_port(), free_port()
@@ -189,23 +191,29 @@ class Demo:
     def run(self) -> int:
         self.start_system()
         dsn, certs, worker_argv = self.dsn, self.certs, self.worker_argv
-        project = admin.call(dsn, "project_create_v1", ("demo",))["projectId"]
+        project = admin.call(dsn, op.project_create_v1, p_name="demo")["projectId"]
         token = os.urandom(24).hex()
-        subject = admin.call(dsn, "subject_create_v1", ("user", "demo-operator", token_digest(token)))["subjectId"]
-        admin.call(dsn, "role_binding_set_v1", (project, subject, "operator", True))
+        subject = admin.call(dsn, op.subject_create_v1, p_kind="user", p_name="demo-operator",
+                             p_token_digest=token_digest(token))["subjectId"]  # fmt: skip
+        admin.call(dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=subject, p_role="operator",
+                   p_active=True)  # fmt: skip
         viewer = os.urandom(24).hex()  # for a person in the web console: it may look, not act
-        seer = admin.call(dsn, "subject_create_v1", ("user", "demo-viewer", token_digest(viewer)))["subjectId"]
-        admin.call(dsn, "role_binding_set_v1", (project, seer, "viewer", True))
+        seer = admin.call(dsn, op.subject_create_v1, p_kind="user", p_name="demo-viewer",
+                          p_token_digest=token_digest(viewer))["subjectId"]  # fmt: skip
+        admin.call(dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=seer, p_role="viewer", p_active=True)
         say(f"• web console: {self.api_origin}/console/ — project demo, viewer token {viewer} (the shell's "
             f"certificate is signed by the demo's own CA, {certs / 'ca.crt'})")  # fmt: skip
+        plans: dict[str, dict[str, Any]] = {name: {"argv": argv, "timeoutMs": t} for name, (argv, t) in TASKS.items()}
+        plans[UNSERVED] = {"argv": ["true"], "pool": "nobody"}
         tasks = {
-            name: admin.call(dsn, "task_create_v1", (project, name, {"argv": argv, "timeoutMs": timeout}))["taskId"]
-            for name, (argv, timeout) in TASKS.items()
+            name: admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan)["taskId"]
+            for name, plan in plans.items()
         }
-        plan = {"argv": ["true"], "pool": "nobody"}
-        tasks[UNSERVED] = admin.call(dsn, "task_create_v1", (project, UNSERVED, plan))["taskId"]
-        ticker = admin.call(dsn, "task_create_v1", (project, SCHEDULED, {"argv": TICK}))["taskId"]
-        fires = admin.call(dsn, "task_schedule_set_v1", (project, SCHEDULED, "* * * * *", "UTC", "skip"))
+        ticker = admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=SCHEDULED, p_plan={"argv": TICK})[
+            "taskId"
+        ]
+        fires = admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name=SCHEDULED, p_cron="* * * * *",
+                           p_timezone="UTC", p_overlap="skip")  # fmt: skip
         say(f"• project 'demo': {len(tasks)} tasks, and '{SCHEDULED}' on cron '* * * * *' (first fire at "
             f"{_clock(fires['nextFireAtMs'])} UTC)")  # fmt: skip
 

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from qinglong.cli import admin, pki
+from qinglong.cli import operators as op
 from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
 from tests.support.chaos.analysis import TERMINAL, tally
 from tests.support.chaos.config import TASK_SCRIPT, ChaosConfig, RunSpec, plan_runs
@@ -66,10 +67,12 @@ class Chaos:
             )
         dsn = self.dsn()
         with admin.transaction(dsn) as tx:
-            self.project = str(tx.call("project_create_v1", "chaos")["projectId"])
+            self.project = str(tx.call(op.project_create_v1, p_name="chaos")["projectId"])
             self.token = os.urandom(24).hex()
-            subject = tx.call("subject_create_v1", "user", "chaos-operator", token_digest(self.token))["subjectId"]
-            tx.call("role_binding_set_v1", self.project, subject, "operator", True)
+            subject = tx.call(op.subject_create_v1, p_kind="user", p_name="chaos-operator",
+                              p_token_digest=token_digest(self.token))["subjectId"]  # fmt: skip
+            tx.call(op.role_binding_set_v1, p_project_id=self.project, p_subject_id=subject, p_role="operator",
+                    p_active=True)  # fmt: skip
         certs = self.env.certs
         for i in range(cfg.workers):
             worker_id = str(uuid.uuid4())
@@ -77,7 +80,8 @@ class Chaos:
             folder.mkdir(parents=True)
             issued = pki.issue_worker(certs, worker_id, name=f"chaos-{i}")
             with admin.transaction(dsn) as tx:
-                tx.call("worker_enroll_v1", worker_id, f"chaos-{i}", "default", issued.fingerprint)
+                tx.call(op.worker_enroll_v1, p_worker_id=worker_id, p_name=f"chaos-{i}", p_pool="default",
+                        p_cert_fingerprint=issued.fingerprint)  # fmt: skip
             slot = WorkerSlot(i, worker_id, folder, folder / "worker.toml", FaultProxy(0, cfg, self.rng))
             slot.config.write_text(
                 f'origin = "https://127.0.0.1:{{port}}"\nworker_id = "{worker_id}"\ngeneration = 1\n'
@@ -106,7 +110,10 @@ class Chaos:
                 }
                 if spec.timeout_ms is not None:
                     plan["timeoutMs"] = spec.timeout_ms
-                spec.task_id = str(tx.call("task_create_v1", self.project, f"chaos-{spec.index}", plan)["taskId"])
+                created = tx.call(
+                    op.task_create_v1, p_project_id=self.project, p_name=f"chaos-{spec.index}", p_plan=plan
+                )
+                spec.task_id = str(created["taskId"])
 
     # -- the run --
 

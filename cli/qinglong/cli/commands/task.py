@@ -1,0 +1,147 @@
+"""`qinglong task`: create a task (or a new revision of it) and its schedule, set, clear or show the schedule,
+list and show tasks, disable and enable them. Each command is one operator transaction.
+Touches the database (DBA connection from --dsn or QINGLONG_DSN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from typing import TYPE_CHECKING, Any
+
+from qinglong.cli import operators as op
+from qinglong.cli.commands.schedule import add_schedule, schedule_lines
+from qinglong.cli.common import (
+    Commands,
+    Failure,
+    catalogue_command,
+    creating_options,
+    dsn_option,
+    group,
+    name,
+    positive,
+)
+from qinglong.cli.connect import admin_transaction, one, project_id
+from qinglong.cli.printing import cell, created, emit, status_set, table
+
+if TYPE_CHECKING:
+    from qinglong.cli.admin import Transaction
+
+
+def _plan(args: argparse.Namespace) -> dict[str, Any]:
+    """The revision's plan from the flags."""
+    plan: dict[str, Any] = {"argv": args.argv}
+    if args.timeout_ms is not None:
+        plan["timeoutMs"] = args.timeout_ms
+    if args.max_attempts is not None:
+        plan["maxAttempts"] = args.max_attempts
+    if args.retry_backoff_ms is not None:
+        plan["retryBackoffMs"] = args.retry_backoff_ms
+    if args.pool:
+        plan["pool"] = args.pool
+    if args.env:
+        pairs = [e.split("=", 1) for e in args.env]
+        if any(len(p) != 2 or not p[0] for p in pairs):
+            raise Failure("--env takes NAME=VALUE")
+        plan["env"] = dict(pairs)
+    return plan
+
+
+def create(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    if args.schedule is None and (args.timezone is not None or args.overlap is not None):
+        raise Failure("--timezone and --overlap go with --schedule")
+
+    def body(tx: Transaction) -> dict[str, Any]:  # the task and its schedule commit together
+        project = project_id(tx, args.project)
+        new = tx.call(op.task_create_v1, p_project_id=project, p_name=args.name, p_plan=plan)
+        if args.schedule is not None:
+            tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.schedule,
+                    p_timezone=args.timezone or "UTC", p_overlap=args.overlap or "skip")  # fmt: skip
+            new["schedule"] = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=args.name, p_count=5)
+        return new
+
+    result = admin_transaction(args, body)
+    sentence = f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})"
+    if "schedule" in result:
+        sentence += "\n" + "\n".join(schedule_lines(f"task {args.name}: schedule set:", result["schedule"]))
+    return created(args, result["taskId"], result, sentence)
+
+
+def list_tasks(args: argparse.Namespace) -> int:
+    listed = admin_transaction(args, lambda tx: tx.call(op.task_list_v1, p_project=args.project))
+    rows = [
+        (t["taskId"], t["name"], t["status"], t["pool"], t["argv"], t["schedule"]["cron"] if t["schedule"] else None)
+        for t in listed["tasks"]
+    ]
+    text = table(("ID", "NAME", "STATUS", "POOL", "ARGV", "SCHEDULE"), rows)
+    return emit(args, {"projectId": listed["projectId"], "project": listed["project"], "tasks": listed["tasks"]}, text)
+
+
+def _shown(args: argparse.Namespace, tx: Transaction) -> dict[str, Any]:
+    listed = tx.call(op.task_list_v1, p_project=args.project)
+    task = one(listed["tasks"], "name", args.task, "task", "taskId")
+    sched = tx.call(op.task_schedule_show_v1, p_project_id=listed["projectId"], p_name=task["name"], p_count=5)
+    return {"projectId": listed["projectId"], "project": listed["project"], **task,
+            "schedule": None if sched["status"] == "unscheduled" else sched}  # fmt: skip
+
+
+def show(args: argparse.Namespace) -> int:
+    shown = admin_transaction(args, functools.partial(_shown, args))
+    lines = [
+        f"task        {shown['name']} {shown['taskId']}",
+        f"project     {shown['project']} {shown['projectId']}",
+        f"status      {shown['status']}",
+        f"revision    {cell(shown['revisionId'])}",
+        f"argv        {json.dumps(shown['argv'])}",
+        f"pool        {shown['pool']}",
+        f"timeoutMs   {cell(shown['timeoutMs'])}",
+        f"maxAttempts {cell(shown['maxAttempts'])}",
+    ]
+    sched = shown["schedule"]
+    if sched is None:
+        lines.append("schedule    -")
+    else:
+        lines.append(f"schedule    {sched['cron']!r} {sched['timezone']}, overlap {sched['overlap']}")
+        lines += [f"  next      {n['local']}" for n in sched["next"]]
+        lines += [f"  last      {f['local']}  {f['outcome']}" for f in sched["last"]]
+    return emit(args, shown, "\n".join(lines))
+
+
+def set_status(args: argparse.Namespace, active: bool) -> int:
+    done = admin_transaction(args, lambda tx: tx.call(op.task_status_set_v1, p_project=args.project,
+                                                      p_task=args.task, p_active=active))  # fmt: skip
+    return status_set(args, done, "task", "taskId")
+
+
+def register(top: Commands) -> None:
+    task = group(top, "task", "tasks, their immutable revisions and their schedules")
+    p = task.add_parser("create", help="create a task, or give it a new revision")
+    dsn_option(p)
+    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("--name", required=True, help="the task's name (a new plan under it is a new revision)")
+    p.add_argument("--timeout-ms", type=positive, help="how long one attempt may run")
+    p.add_argument("--max-attempts", type=positive, help="attempts of one Run, retries included")
+    p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry")
+    p.add_argument("--pool", help="only Workers of this pool run it")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable)")
+    p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
+    p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
+    p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
+    p.add_argument("argv", nargs="+", help="the command, after --")
+    creating_options(p)
+    p.set_defaults(handler=create)
+    add_schedule(task)
+    p = catalogue_command(task, "list", "a Project's tasks: pool, argv, schedule", list_tasks)
+    p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
+    p = catalogue_command(task, "show", "a task: its current revision's plan and its schedule", show)
+    p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("task", metavar="NAME|ID", help="the task, by name or id within the project")
+    for command, active, text in (
+        ("disable", False, "disable a task: neither users nor the scheduler queue its Runs"),
+        ("enable", True, "enable a disabled task"),
+    ):
+        p = catalogue_command(task, command, text, functools.partial(set_status, active=active))
+        p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
+        p.add_argument("task", metavar="NAME|ID", help="the task, by name or id within the project")

@@ -1,0 +1,114 @@
+"""What every command group shares: the one-line Failure and its exit codes, the parser whose usage error is one
+line, the argument types and the common options. Touches nothing but stderr (a usage error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn, TypeAlias
+
+from qinglong.wire.common import NAME_PATTERN
+
+Commands: TypeAlias = "argparse._SubParsersAction[Parser]"  # the top-level parser's commands, or a group's
+Handler: TypeAlias = Callable[[argparse.Namespace], int]
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+ROLES = ("owner", "admin", "operator", "viewer")
+
+
+class Failure(Exception):
+    """A one-line reason and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2), like every other failure."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (see --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def group(top: Commands, name: str, text: str) -> Commands:
+    """A command group of the top-level parser: its commands."""
+    return top.add_parser(name, help=text).add_subparsers(dest="command", required=True, parser_class=Parser)
+
+
+# -- argument types ---------------------------------------------------------------------------
+
+
+def uuid_text(text: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a uuid: {text}") from None
+
+
+def is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def name(text: str) -> str:
+    """A project's or task's name, or an id (a name has the form of ql.projects.name and ql.tasks.name)."""
+    if not re.fullmatch(NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"not a name or id: {text!r}")
+    return text
+
+
+def positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text}")
+    return int(text)
+
+
+def instant_ms(text: str) -> int:
+    """An ISO 8601 date or date-time as ms since the epoch; one without a UTC offset is UTC."""
+    try:
+        at = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or date-time: {text}") from None
+    at = at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+    return (at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+
+
+# -- common options ---------------------------------------------------------------------------
+
+
+def dsn_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dsn", help="DBA connection string (default: QINGLONG_DSN)")
+
+
+def api_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api", help="user API origin, https://host:port (default: QINGLONG_API, then the profile)")
+    p.add_argument("--ca", type=Path, help="CA certificate that signed the shell's certificate (QINGLONG_CA)")
+    p.add_argument("--token-file", type=Path, help="file holding your bearer token (QINGLONG_TOKEN_FILE)")
+    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON document")
+
+
+def creating_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON document, not the id")
+    p.add_argument("--verbose", action="store_true", help="also print a sentence on stderr")
+
+
+def catalogue_command(where: Commands, command: str, text: str, handler: Handler) -> Parser:
+    """A command that reads or changes the catalogue over the DBA connection: --dsn and --json."""
+    p = where.add_parser(command, help=text)
+    dsn_option(p)
+    p.add_argument("--json", action="store_true", help="the same fields as one JSON document")
+    p.set_defaults(handler=handler)
+    return p
