@@ -40,14 +40,14 @@ from prometheus_client.registry import Collector
 from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED, child
-from qinglong.shell.routes import ROUTES, UUID_TEXT, Admission, Call, Route, mint_token
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
-from qinglong.wire.specs import BEARER_TOKEN_PATTERN
+from qinglong.wire.specs import BEARER_TOKEN_PATTERN, UUID_TEXT
 
 log = logging.getLogger("qinglong.shell")
 
@@ -59,7 +59,6 @@ SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
 OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database statuses outcome_code maps
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
-_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _NAME: Final = re.compile(NAME_PATTERN)
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
@@ -165,7 +164,7 @@ def _parse_query(route: Route, request: web.Request) -> Query | None:
 
 def _check_path_ids(request: web.Request) -> None:
     for name, value in request.match_info.items():
-        if name.endswith("Id") and not _UUID.fullmatch(value):
+        if name.endswith("Id") and not UUID_TEXT.fullmatch(value):
             raise Refusal("wire.bad_uuid", f"path {name} is not a canonical uuid")
         if name == "project" and not _NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path project is not a project id or name")

@@ -14,7 +14,6 @@ app.py runs every route through the same pipeline.
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,13 +58,12 @@ from qinglong.wire import (
 )
 from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
-from qinglong.wire.specs import UUID_PATTERN
+from qinglong.wire.specs import UUID_TEXT
 
 WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
 SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
 PROJECT: Final = "/api/v3/projects/{project}"  # its id or its unique name
 PROJECT_BASE: Final = PROJECT + "/runs"
-UUID_TEXT: Final = re.compile(UUID_PATTERN)
 PHASES: Final = "{phase:starting|running|start-failure}"
 Q = TypeVar("Q", bound=Query)
 

@@ -9,7 +9,9 @@ import ssl
 from pathlib import Path
 from typing import Final
 
-WORKER_URI: Final = re.compile(r"urn:qinglong:worker:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+from qinglong.wire.specs import UUID_PATTERN
+
+WORKER_URI: Final = re.compile(f"urn:qinglong:worker:({UUID_PATTERN})")
 
 
 def server_context(cert: Path, key: Path, *, client_ca: Path | None = None) -> ssl.SSLContext:

@@ -58,14 +58,14 @@ from qinglong.wire import (
     ql3w,
 )
 from qinglong.wire.logline import emit, settled
+from qinglong.wire.specs import UUID_PATTERN
 
 log = logging.getLogger("qinglong.worker")
 
 R = TypeVar("R", bound=Message)
-_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 ALLOWED_PATHS: Final = re.compile(
-    rf"/api/v3/workers/{_UUID}/sessions(?:/{_UUID}/(?:heartbeat|offers:pull|lease-control"
-    rf"|offers/{_UUID}/(?:activation/(?:starting|running|start-failure)|output|completion)))?"
+    rf"/api/v3/workers/{UUID_PATTERN}/sessions(?:/{UUID_PATTERN}/(?:heartbeat|offers:pull|lease-control"
+    rf"|offers/{UUID_PATTERN}/(?:activation/(?:starting|running|start-failure)|output|completion)))?"
 )
 MAX_RESPONSE: Final = 128 * 1024
 
