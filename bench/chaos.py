@@ -50,7 +50,8 @@ import psycopg
 
 from bench.common import REPO, Env, Result, ShellProcess, record_json, say, table
 from qinglong.cli import admin, pki
-from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
+from qinglong.cli.api import ApiError, Unreachable, UserApi
+from qinglong.wire.common import token_digest
 from qinglong.worker.identity import boottime_ns
 
 TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out"})

@@ -39,8 +39,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from qinglong.cli import admin, pki
-from qinglong.cli.api import UserApi, token_digest
+from qinglong.cli.api import UserApi
 from qinglong.cli.demo import Demo
+from qinglong.wire.common import token_digest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 REPO = Path(__file__).resolve().parents[2]

@@ -297,7 +297,7 @@ def cmd_project_create(args: argparse.Namespace) -> int:
 
 
 def cmd_subject_create(args: argparse.Namespace) -> int:
-    from qinglong.cli.api import token_digest
+    from qinglong.wire.common import token_digest
 
     if args.role and not args.project:
         raise Failure("--role goes with --project (the project to bind the subject to)")

@@ -6,7 +6,6 @@ Touches the network (one request per call) and reads the CA and token files it i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import ssl
 import urllib.error
@@ -101,7 +100,3 @@ class UserApi:
         return self.request("GET", f"/api/v3/projects/{project}/runs/{run_id}/output" + (f"?{query}" if query else ""))[
             1
         ]
-
-
-def token_digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()

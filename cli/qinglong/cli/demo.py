@@ -39,10 +39,11 @@ from typing import Any
 import psycopg
 
 from qinglong.cli import admin, pki
-from qinglong.cli.api import UserApi, token_digest
+from qinglong.cli.api import UserApi
 from qinglong.cli.timeline import render
 from qinglong.db import sqitch
 from qinglong.devdb import Cluster
+from qinglong.wire.common import token_digest
 
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 EXPECTED = {

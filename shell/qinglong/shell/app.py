@@ -19,7 +19,6 @@ field engine like a body (qinglong.wire.query); a route that declares none ignor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -43,7 +42,7 @@ from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED
 from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
-from qinglong.wire.common import NAME_PATTERN
+from qinglong.wire.common import NAME_PATTERN, token_digest
 from qinglong.wire.errors import ERRORS
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
@@ -246,8 +245,7 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
         reason = "malformed" if headers else "missing"
         message = "no well-formed bearer token (Authorization: Bearer <token>)"
         raise _unauthenticated(request, route, reason, message, request_id=request_id)
-    digest = hashlib.sha256(m[1].encode("ascii")).digest()
-    project = call.match["project"]
+    digest, project = token_digest(m[1]), call.match["project"]
     decision = await request.app[DB].call(*Admission.call(digest, project, route.permission, route.name, request_id))
     try:
         admission = Admission.from_obj(decision)

@@ -13,7 +13,6 @@ app.py runs every route through the same pipeline.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from qinglong.wire import (
     WorkerSessionOpenRequest,
     ql3w,
 )
+from qinglong.wire.common import token_digest
 from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
 from qinglong.wire.specs import UUID_TEXT
@@ -66,11 +66,6 @@ PROJECT: Final = "/api/v3/projects/{project}"  # its id or its unique name
 PROJECT_BASE: Final = PROJECT + "/runs"
 PHASES: Final = "{phase:starting|running|start-failure}"
 Q = TypeVar("Q", bound=Query)
-
-
-def token_digest(token: str) -> bytes:
-    """SHA-256 of a lease token's text: the only form in which it reaches the database."""
-    return hashlib.sha256(token.encode("ascii")).digest()
 
 
 @dataclass

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import find
 
 from qinglong.shell.db import statement
-from qinglong.shell.routes import PHASES, ROUTES, Admission, Call, Route, mint_token, token_digest
+from qinglong.shell.routes import PHASES, ROUTES, Admission, Call, Route, mint_token
 from qinglong.wire import Message, Query, ql3w
+from qinglong.wire.common import token_digest
 from tests.conftest import Database
 from tests.unit.wire.kit import records
 

@@ -7,6 +7,7 @@ database projection always passes and anything else is refused.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final, Literal, get_args
 
 from qinglong.wire.fields import Enum, Int, Message, Record, Str, Token, Uuid, wire
@@ -51,6 +52,12 @@ ARTIFACT_KINDS: Final[tuple[ArtifactKind, ...]] = get_args(ArtifactKind)
 ERROR_CODE: Final = Str(64, min_len=1, pattern=ERROR_CODE_PATTERN)
 SHA256_HEX: Final = Str(64, min_len=64, pattern=SHA256_HEX_PATTERN)
 TIME_MS: Final = Int()  # ql.ms: milliseconds of database time, 0..2^53-1
+
+
+def token_digest(token: str) -> bytes:
+    """SHA-256 of a token's text (a lease token or a user's bearer token, both ASCII by their patterns): the
+    only form in which a token reaches the database."""
+    return hashlib.sha256(token.encode("ascii")).digest()
 
 
 class AttemptFence(Message):
