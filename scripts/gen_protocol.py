@@ -97,6 +97,7 @@ from qinglong.wire import (
     tasks,
     timeline,
 )
+from qinglong.wire.activation import PHASES
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
 from qinglong.wire.errors import ERRORS, Scope
 from qinglong.wire.fields import (
@@ -119,7 +120,6 @@ from qinglong.wire.query import Query
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "protocol.md"
-PHASES = ("starting", "running", "start-failure")
 
 
 # -- the message families, in the order a Run meets them ----------------------------------------

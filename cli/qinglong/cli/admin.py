@@ -12,6 +12,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from qinglong.wire.errors import OUTCOME_STATUSES
+
 _NAME = re.compile(r"[a-z_][a-z0-9_]*_v[0-9]+")
 
 
@@ -42,7 +44,7 @@ class Transaction:
         row = self._conn.execute(query, [Jsonb(a) if isinstance(a, dict) else a for a in args]).fetchone()
         assert row is not None and isinstance(row[0], dict)
         result: dict[str, Any] = row[0]
-        if result.get("status") in ("invalid", "not_found", "fenced"):
+        if result.get("status") in OUTCOME_STATUSES:
             detail = f": {result['detail']}" if result.get("detail") else ""
             raise Refused(f"{function}: {result['status']} ({result.get('reason')}){detail}")
         return result

@@ -43,7 +43,7 @@ from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.common import NAME_PATTERN, token_digest
-from qinglong.wire.errors import ERRORS
+from qinglong.wire.errors import ERRORS, OUTCOME_STATUSES
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN, UUID_TEXT
@@ -55,7 +55,6 @@ UNROUTED: Final = "unrouted"  # the route name (metric label, log field) of an a
 CLOSING: Final = frozenset({"request.malformed", "request.header_too_large"})  # answered, then the connection closes
 DB: Final = web.AppKey("db", Database)
 SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
-OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database statuses outcome_code maps
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _NAME: Final = re.compile(NAME_PATTERN)
@@ -269,7 +268,7 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
 
 def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
     status = result.get("status")
-    if status in OUTCOMES:
+    if status in OUTCOME_STATUSES:
         try:
             code = outcome_code(result)
         except WireError:

@@ -11,7 +11,7 @@ from http import HTTPStatus
 from typing import Any, Final
 
 from qinglong.shell.routes import PHASES, ROUTES, Route
-from qinglong.wire import ErrorMessage, Message, Record, Variants
+from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
 from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
@@ -134,7 +134,7 @@ def _operation(route: Route) -> dict[str, Any]:
                 "name": "phase",
                 "in": "path",
                 "required": True,
-                "schema": {"enum": ["starting", "running", "start-failure"]},
+                "schema": {"enum": list(activation.PHASES)},
             }
         )
     op: dict[str, Any] = {
@@ -154,7 +154,7 @@ def _operation(route: Route) -> dict[str, Any]:
         replay = {"application/json": {"schema": _response_schema(route.response)}}
         op["responses"]["200"] = {"description": "a replay: the state the first call left", "content": replay}
     if route.request is not None:
-        contracts = {route.request({"phase": phase}) for phase in ("starting", "start-failure")}
+        contracts = {route.request({"phase": phase}) for phase in activation.PHASES}
         schemas = [record_schema(c) for c in sorted(contracts, key=lambda c: c.__name__)]
         body = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}

@@ -53,6 +53,7 @@ from qinglong.wire import (
     WorkerSessionHeartbeatRequest,
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
+    activation,
     ql3w,
 )
 from qinglong.wire.common import token_digest
@@ -64,7 +65,7 @@ WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
 SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
 PROJECT: Final = "/api/v3/projects/{project}"  # its id or its unique name
 PROJECT_BASE: Final = PROJECT + "/runs"
-PHASES: Final = "{phase:starting|running|start-failure}"
+PHASES: Final = "{phase:" + "|".join(activation.PHASES) + "}"
 Q = TypeVar("Q", bound=Query)
 
 

@@ -30,6 +30,8 @@ from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Uuid,
 
 ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 
+Phase = Literal["starting", "running", "start-failure"]  # the last segment of an activation route's path
+PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
 ActivationStatus = Literal["applied", "not_started", "already_starting", "already_running", "already_terminal"]
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import aiohttp
 
@@ -57,6 +57,7 @@ from qinglong.wire import (
     check_lease_version,
     ql3w,
 )
+from qinglong.wire.activation import PHASES, Phase
 from qinglong.wire.logline import emit, settled
 from qinglong.wire.specs import UUID_PATTERN
 
@@ -65,7 +66,7 @@ log = logging.getLogger("qinglong.worker")
 R = TypeVar("R", bound=Message)
 ALLOWED_PATHS: Final = re.compile(
     rf"/api/v3/workers/{UUID_PATTERN}/sessions(?:/{UUID_PATTERN}/(?:heartbeat|offers:pull|lease-control"
-    rf"|offers/{UUID_PATTERN}/(?:activation/(?:starting|running|start-failure)|output|completion)))?"
+    rf"|offers/{UUID_PATTERN}/(?:activation/(?:{'|'.join(PHASES)})|output|completion)))?"
 )
 MAX_RESPONSE: Final = 128 * 1024
 
@@ -301,7 +302,7 @@ class WorkerIngressHttpsClient:
         self,
         session: Session,
         offer_id: str,
-        phase: Literal["starting", "running", "start-failure"],
+        phase: Phase,
         body: ActivationRequest | ActivationStartFailureRequest,
     ) -> ActivationResponse:
         path = f"{self._base(session)}/offers/{offer_id}/activation/{phase}"
