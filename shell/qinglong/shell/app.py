@@ -42,6 +42,7 @@ from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED
 from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
+from qinglong.wire.activation import PHASES
 from qinglong.wire.common import NAME_PATTERN, token_digest
 from qinglong.wire.errors import ERRORS, OUTCOME_STATUSES
 from qinglong.wire.logline import emit
@@ -58,6 +59,7 @@ SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _NAME: Final = re.compile(NAME_PATTERN)
+_PHASE: Final = "{phase:" + "|".join(PHASES) + "}"  # the router's {phase}: another phase is request.unknown_path
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
 _JSON_MEDIA_TYPE: Final = re.compile(r'application/json(?:[ \t]*;[ \t]*charset=(?:utf-8|"utf-8"))?', re.IGNORECASE)
@@ -371,7 +373,7 @@ def make_app(
         app[SECRET] = keyring
     for route in ROUTES:
         if route.audience.startswith(audience):
-            app.router.add_route(route.method, route.path, _handler(route))
+            app.router.add_route(route.method, route.path.replace("{phase}", _PHASE), _handler(route))
     if audience == "user":
         from qinglong.shell.openapi import openapi_document
 

@@ -7,10 +7,11 @@ can answer under it as the enum of `code`; the codes no route answers (scope "un
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 from typing import Any, Final
 
-from qinglong.shell.routes import PHASES, ROUTES, Route
+from qinglong.shell.routes import ROUTES, Route
 from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
 from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
@@ -115,8 +116,7 @@ def _operation(route: Route) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string", "pattern": f"^{UUID_PATTERN}$"},
         }
-        for name in ("workerId", "sessionId", "runId", "offerId")
-        if "{" + name + "}" in route.path
+        for name in re.findall(r"\{(\w+Id)\}", route.path)
     ]
     if "{project}" in route.path:
         params.append({
@@ -128,7 +128,7 @@ def _operation(route: Route) -> dict[str, Any]:
             {"name": f.name, "in": "query", "required": False, "schema": spec_schema(f.spec)}
             for f in route.query.FIELDS
         ]
-    if "{phase:" in route.path:
+    if "{phase}" in route.path:
         params.append(
             {
                 "name": "phase",
@@ -166,8 +166,7 @@ def _operation(route: Route) -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in ROUTES:
-        path = route.path.replace(PHASES, "{phase}")
-        paths.setdefault(path, {})[route.method.lower()] = _operation(route)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
     return {
         "openapi": "3.1.0",
         "info": {"title": "Qinglong remote worker control", "version": "3"},
