@@ -166,8 +166,8 @@ class RouteOf(Generic[B]):
 
     def bind(self, call: Call) -> Args:
         """The function's arguments by name, from the body this route parsed (of its own request type)."""
-        contract = None if self.request is None else self.request(call.match)
-        if call.body is not None if contract is None else not isinstance(call.body, contract):
+        fits = call.body is None if self.request is None else isinstance(call.body, self.request(call.match))
+        if not fits:
             raise TypeError(f"{self.name}: the body is not this route's request")
         return self.args(call, cast(B, call.body))
 
