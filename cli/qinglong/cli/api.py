@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qinglong.wire import paths
+from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
 
 
 class ApiError(Exception):
@@ -79,11 +79,11 @@ class UserApi:
             raise Unreachable(str(getattr(exc, "reason", exc))) from None
 
     def enqueue(self, project: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
-        body = {"schema": "qinglong/run-enqueue@v1", "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
+        body = {"schema": ENQUEUE_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
         return self.request("POST", paths.RUNS.format(project=project), body)[1]
 
     def cancel(self, project: str, run_id: str, mutation_id: str | None = None) -> dict[str, Any]:
-        body = {"schema": "qinglong/run-cancellation@v1", "mutationId": mutation_id or uuid.uuid4().hex}
+        body = {"schema": CANCELLATION_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex}
         return self.request("POST", paths.RUN_CANCELLATION.format(project=project, runId=run_id), body)[1]
 
     def show(self, project: str, run_id: str) -> dict[str, Any]:

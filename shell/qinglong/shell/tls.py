@@ -9,9 +9,10 @@ import ssl
 from pathlib import Path
 from typing import Final
 
+from qinglong.wire.common import WORKER_URI_PREFIX
 from qinglong.wire.specs import UUID_PATTERN
 
-WORKER_URI: Final = re.compile(f"urn:qinglong:worker:({UUID_PATTERN})")
+WORKER_URI: Final = re.compile(f"{re.escape(WORKER_URI_PREFIX)}({UUID_PATTERN})")
 
 
 def server_context(cert: Path, key: Path, *, client_ca: Path | None = None) -> ssl.SSLContext:

@@ -17,6 +17,7 @@ ARTIFACT_COLUMN_MAX_BYTES: Final = 8 * 1024 * 1024  # ql.artifacts.size check
 ERROR_CODE_PATTERN: Final = "[a-z0-9_.]{1,64}"  # ql.run_attempts.error_code check
 NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # ql.projects.name and ql.tasks.name check
 SHA256_HEX_PATTERN: Final = "[0-9a-f]{64}"
+WORKER_URI_PREFIX: Final = "urn:qinglong:worker:"  # + its id: the SAN URI that names a Worker in its certificate
 
 RunStatus = Literal[
     "created",
