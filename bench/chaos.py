@@ -51,10 +51,10 @@ import psycopg
 from bench.common import REPO, Env, Result, ShellProcess, record_json, say, table
 from qinglong.cli import admin, pki
 from qinglong.cli.api import ApiError, Unreachable, UserApi
-from qinglong.wire.common import token_digest
+from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 from qinglong.worker.identity import boottime_ns
 
-TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+TERMINAL: Final = frozenset(ENDED_RUN_STATUSES)
 RUN_END_EVENTS: Final = ("run.succeeded", "run.failed", "run.cancelled", "run.timed_out")
 PR_SET_CHILD_SUBREAPER: Final = 36
 
