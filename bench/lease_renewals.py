@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import math
 import re
@@ -48,6 +47,7 @@ from bench.report import Result, fmt, ratio, record_json, table
 from bench.statements import Statement, statements, statements_reset, statements_table
 from qinglong.devdb import server_bindir
 from qinglong.wire import LeaseControlRequest, ql3w
+from qinglong.wire.common import token_digest
 from tests.support.env import Env, Identity, ShellProcess, stop_process
 from tests.support.progress import say
 
@@ -73,7 +73,7 @@ class Held:
 
     @property
     def digest(self) -> bytes:
-        return hashlib.sha256(self.token.encode("ascii")).digest()
+        return token_digest(self.token)
 
     def fence(self) -> tuple[Any, ...]:
         o = self.offer
@@ -248,7 +248,7 @@ def seed(env: Env, count: int) -> list[Identity]:
 def running(rt: psycopg.Connection[Any], who: Identity, session_id: str, key: bytes) -> Held:
     """One offer pulled for the Worker's session and ACKed starting and running, as ql_runtime through ql_api."""
     token = ql3w.b64url(secrets.token_bytes(32))
-    digest = hashlib.sha256(token.encode("ascii")).digest()
+    digest = token_digest(token)
     row = rt.execute("select ql_api.offer_pull_v1(%s, %s, 1, %s)", (who.worker_id, session_id, digest)).fetchone()
     assert row is not None and row[0]["status"] == "offered", row
     held = Held(who, session_id, key, row[0]["offer"], token, 1)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import math
 import secrets
 import time
@@ -41,6 +40,7 @@ from bench.meters import (
 from bench.report import Result, fmt, ratio, table
 from bench.statements import Statement, statements, statements_reset, statements_table
 from qinglong.wire import ActivationRequest, CompletionRequest, LeaseControlRequest, LeaseRenewed, OfferOffered, ql3w
+from qinglong.wire.common import token_digest
 from qinglong.worker.client import FileCredentials, IngressClient, Session
 from tests.support.env import Env, Identity
 from tests.support.progress import say
@@ -128,7 +128,7 @@ async def direct(env: Env, who: list[Identity], seconds: float, meter: CpuMeter)
 
         async def lifecycle(conn: psycopg.AsyncConnection[Any], worker: str, session: str) -> bool:
             token = ql3w.b64url(secrets.token_bytes(32))
-            digest = hashlib.sha256(token.encode("ascii")).digest()
+            digest = token_digest(token)
             pulled = await one(conn, PULL, (worker, session, digest))
             if pulled["status"] != "offered":
                 return False

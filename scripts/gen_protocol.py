@@ -27,7 +27,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qinglong.shell.routes import PHASES as PHASE_PATTERN
 from qinglong.shell.routes import ROUTES, Route
 from qinglong.wire import (
     ALL_MESSAGES,
@@ -97,6 +96,7 @@ from qinglong.wire import (
     tasks,
     timeline,
 )
+from qinglong.wire.activation import PHASES
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
 from qinglong.wire.errors import ERRORS, Scope
 from qinglong.wire.fields import (
@@ -119,7 +119,6 @@ from qinglong.wire.query import Query
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "protocol.md"
-PHASES = ("starting", "running", "start-failure")
 
 
 # -- the message families, in the order a Run meets them ----------------------------------------
@@ -565,11 +564,6 @@ def example_json(message: Message) -> list[str]:
 # -- routes ------------------------------------------------------------------------------------
 
 
-def path_of(route: Route) -> str:
-    """The route's path as a client writes it: `{phase}` stands for starting, running or start-failure."""
-    return route.path.replace(PHASE_PATTERN, "{phase}")
-
-
 def requests_of(route: Route) -> list[type[Message]]:
     if route.request is None:
         return []
@@ -615,7 +609,7 @@ def route_table(routes: Sequence[Route]) -> list[str]:
             f"{success_status(route, c)} [{c.__name__}](#{c.__name__.lower()})" for c in responses_of(route)
         )
         rows.append(
-            f"| {route.method} | {code(path_of(route))} | `ql_api.{route.function}` | {route.audience} "
+            f"| {route.method} | {code(route.path)} | `ql_api.{route.function}` | {route.audience} "
             f"| {code(route.permission) if route.permission else ''} | {request} | {responses} |"
         )
     return rows
@@ -624,7 +618,7 @@ def route_table(routes: Sequence[Route]) -> list[str]:
 def directions(cls: type[Message]) -> str:
     sent: list[str] = []
     for route in ROUTES:
-        where = f"`{route.method} {path_of(route)}`"
+        where = f"`{route.method} {route.path}`"
         if cls in requests_of(route):
             sent.append(f"request body of {where}")
         if cls in responses_of(route):
@@ -670,7 +664,7 @@ def query_text(cls: type[Query]) -> list[str]:
     rows = field_table(cls)
     rows = [rows[0].replace("JSON name", "parameter"), *rows[1:]]
     return [
-        f"- query parameters of {', '.join(f'`{r.method} {path_of(r)}`' for r in ROUTES if r.query is cls)}",
+        f"- query parameters of {', '.join(f'`{r.method} {r.path}`' for r in ROUTES if r.query is cls)}",
         f"- at most {cls.CAP} characters of `name=value` pairs joined by `&`, percent-encoded UTF-8; integers in",
         "  plain decimal digits. Refused with the codes a body's fields get: an unknown or repeated parameter",
         f"  ({answer('wire.unknown_field')}, {answer('wire.duplicate_key')}), a value outside its rules.",
@@ -804,7 +798,7 @@ def render() -> str:
         out += [f"## {number_}. {family.title}: `{family.schema}`", "", module_text(family.module), ""]
         if routes:
             out += [*route_table(routes), ""]
-            if any(PHASE_PATTERN in r.path for r in routes):
+            if any("{phase}" in r.path for r in routes):
                 out += ["`{phase}` is one of " + ", ".join(code(p) for p in PHASES) + ".", ""]
         for query in dict.fromkeys(r.query for r in routes if r.query is not None):
             out += [f"### {query.__name__}", "", doc(query), "", *query_text(query), ""]

@@ -40,8 +40,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
-from qinglong.cli.api import UserApi, token_digest
+from qinglong.cli.api import UserApi
 from qinglong.cli.demo import Demo
+from qinglong.shell.console import wire_module
+from qinglong.wire.common import token_digest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 REPO = Path(__file__).resolve().parents[2]
@@ -209,13 +211,21 @@ def fetch(system: System, path: str, method: str = "GET") -> tuple[int, dict[str
 
 
 def test_every_console_answer_carries_the_security_headers(system: System) -> None:
-    answers = {path: fetch(system, path) for path in ("/console/", "/console/console.js", "/console/console.css")}
-    types = {"/console/": "text/html", "/console/console.js": "text/javascript", "/console/console.css": "text/css"}
+    types = {
+        "/console/": "text/html",
+        "/console/console.js": "text/javascript",
+        "/console/console.css": "text/css",
+        "/console/wire.js": "text/javascript",
+    }
+    answers = {path: fetch(system, path) for path in types}
     shipped = REPO / "shell" / "qinglong" / "shell" / "console"
     for path, (status, headers, body) in answers.items():
         assert status == 200, path
         assert headers["Content-Type"] == f"{types[path]}; charset=utf-8"
-        assert body == (shipped / (path.removeprefix("/console/") or "index.html")).read_bytes()  # exact bytes
+        if path == "/console/wire.js":  # made from qinglong.wire, not shipped
+            assert body == wire_module()
+        else:
+            assert body == (shipped / (path.removeprefix("/console/") or "index.html")).read_bytes()  # exact bytes
     redirect, unknown, posted = (
         fetch(system, "/console"),
         fetch(system, "/console/nope.js"),

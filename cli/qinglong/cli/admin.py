@@ -12,6 +12,7 @@ from typing import Any, ParamSpec
 import psycopg
 
 from qinglong.cli.operators import Operator, converge
+from qinglong.wire.errors import OUTCOME_STATUSES
 
 P = ParamSpec("P")
 
@@ -41,7 +42,7 @@ class Transaction:
         row = self._conn.execute(*function.statement(*args, **kwargs)).fetchone()
         assert row is not None and isinstance(row[0], dict)
         result: dict[str, Any] = row[0]
-        if result.get("status") in ("invalid", "not_found", "fenced"):
+        if result.get("status") in OUTCOME_STATUSES:
             detail = f": {result['detail']}" if result.get("detail") else ""
             raise Refused(f"{function.name}: {result['status']} ({result.get('reason')}){detail}")
         return result

@@ -6,7 +6,6 @@ Touches the network (one request per call) and reads the CA and token files it i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import ssl
 import urllib.error
@@ -15,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
 
 
 class ApiError(Exception):
@@ -78,30 +79,25 @@ class UserApi:
             raise Unreachable(str(getattr(exc, "reason", exc))) from None
 
     def enqueue(self, project: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
-        body = {"schema": "qinglong/run-enqueue@v1", "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
-        return self.request("POST", f"/api/v3/projects/{project}/runs", body)[1]
+        body = {"schema": ENQUEUE_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
+        return self.request("POST", paths.RUNS.format(project=project), body)[1]
 
     def cancel(self, project: str, run_id: str, mutation_id: str | None = None) -> dict[str, Any]:
-        body = {"schema": "qinglong/run-cancellation@v1", "mutationId": mutation_id or uuid.uuid4().hex}
-        return self.request("POST", f"/api/v3/projects/{project}/runs/{run_id}/cancellation", body)[1]
+        body = {"schema": CANCELLATION_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex}
+        return self.request("POST", paths.RUN_CANCELLATION.format(project=project, runId=run_id), body)[1]
 
     def show(self, project: str, run_id: str) -> dict[str, Any]:
-        return self.request("GET", f"/api/v3/projects/{project}/runs/{run_id}")[1]
+        return self.request("GET", paths.RUN.format(project=project, runId=run_id))[1]
 
     def list_runs(self, project: str, query: str) -> dict[str, Any]:
         """One page of the run history; `query` is a RunListQuery's query string (qinglong.wire)."""
-        return self.request("GET", f"/api/v3/projects/{project}/runs" + (f"?{query}" if query else ""))[1]
+        return self.request("GET", paths.RUNS.format(project=project) + (f"?{query}" if query else ""))[1]
 
     def tasks(self, project: str) -> dict[str, Any]:
         """The project's tasks (qinglong/task-list@v1): how a task's name becomes its id."""
-        return self.request("GET", f"/api/v3/projects/{project}/tasks")[1]
+        return self.request("GET", paths.TASKS.format(project=project))[1]
 
     def output(self, project: str, run_id: str, query: str) -> dict[str, Any]:
         """One page of an Attempt's output; `query` is a RunOutputQuery's query string (qinglong.wire)."""
-        return self.request("GET", f"/api/v3/projects/{project}/runs/{run_id}/output" + (f"?{query}" if query else ""))[
-            1
-        ]
-
-
-def token_digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
+        path = paths.RUN_OUTPUT.format(project=project, runId=run_id)
+        return self.request("GET", path + (f"?{query}" if query else ""))[1]

@@ -40,12 +40,12 @@ import psycopg
 
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
-from qinglong.cli.api import UserApi, token_digest
+from qinglong.cli.api import UserApi
 from qinglong.cli.timeline import render
 from qinglong.db import sqitch
 from qinglong.devdb import Cluster
+from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 
-TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 EXPECTED = {
     "hello": "succeeded",
     "too-slow": "timed_out",
@@ -249,7 +249,7 @@ class Demo:
             if line != last:
                 say(f"{line}   (+{time.monotonic() - started:.0f}s)")
                 last = line
-            if SCHEDULED in runs and all(s in TERMINAL for s in states.values()):
+            if SCHEDULED in runs and all(s in ENDED_RUN_STATUSES for s in states.values()):
                 break
             if time.monotonic() - started > 150:
                 say("demo: Runs did not end within 150 s")

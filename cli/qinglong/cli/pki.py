@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from qinglong.wire.common import WORKER_URI_PREFIX
+
 VALIDITY = dt.timedelta(days=397)
 
 
@@ -121,7 +123,7 @@ def issue_worker(folder: Path, worker_id: str, *, ca: str = "ca", name: str | No
     cert = (
         _builder(f"qinglong worker {worker_id}", ca_cert.subject, key, VALIDITY, ca_key.public_key())
         .add_extension(
-            x509.SubjectAlternativeName([x509.UniformResourceIdentifier(f"urn:qinglong:worker:{worker_id}")]),
+            x509.SubjectAlternativeName([x509.UniformResourceIdentifier(WORKER_URI_PREFIX + worker_id)]),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)

@@ -19,7 +19,6 @@ field engine like a body (qinglong.wire.query); a route that declares none ignor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -40,14 +39,15 @@ from prometheus_client.registry import Collector
 from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED, child
-from qinglong.shell.routes import ROUTES, UUID_TEXT, Admission, Call, Route, mint_token
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
-from qinglong.wire.common import NAME_PATTERN
-from qinglong.wire.errors import ERRORS
+from qinglong.wire.activation import PHASES
+from qinglong.wire.common import NAME_PATTERN, token_digest
+from qinglong.wire.errors import ERRORS, OUTCOME_STATUSES
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
-from qinglong.wire.specs import BEARER_TOKEN_PATTERN
+from qinglong.wire.specs import BEARER_TOKEN_PATTERN, UUID_TEXT
 
 log = logging.getLogger("qinglong.shell")
 
@@ -56,11 +56,10 @@ UNROUTED: Final = "unrouted"  # the route name (metric label, log field) of an a
 CLOSING: Final = frozenset({"request.malformed", "request.header_too_large"})  # answered, then the connection closes
 DB: Final = web.AppKey("db", Database)
 SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
-OUTCOMES: Final = frozenset({"invalid", "not_found", "fenced"})  # the database statuses outcome_code maps
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
-_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _NAME: Final = re.compile(NAME_PATTERN)
+_PHASE: Final = "{phase:" + "|".join(PHASES) + "}"  # the router's {phase}: another phase is request.unknown_path
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
 _JSON_MEDIA_TYPE: Final = re.compile(r'application/json(?:[ \t]*;[ \t]*charset=(?:utf-8|"utf-8"))?', re.IGNORECASE)
@@ -165,7 +164,7 @@ def _parse_query(route: Route, request: web.Request) -> Query | None:
 
 def _check_path_ids(request: web.Request) -> None:
     for name, value in request.match_info.items():
-        if name.endswith("Id") and not _UUID.fullmatch(value):
+        if name.endswith("Id") and not UUID_TEXT.fullmatch(value):
             raise Refusal("wire.bad_uuid", f"path {name} is not a canonical uuid")
         if name == "project" and not _NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path project is not a project id or name")
@@ -247,8 +246,7 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
         reason = "malformed" if headers else "missing"
         message = "no well-formed bearer token (Authorization: Bearer <token>)"
         raise _unauthenticated(request, route, reason, message, request_id=request_id)
-    digest = hashlib.sha256(m[1].encode("ascii")).digest()
-    project = call.match["project"]
+    digest, project = token_digest(m[1]), call.match["project"]
     decision = await request.app[DB].call(*Admission.call(digest, project, route.permission, route.name, request_id))
     try:
         admission = Admission.from_obj(decision)
@@ -272,7 +270,7 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
 
 def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
     status = result.get("status")
-    if status in OUTCOMES:
+    if status in OUTCOME_STATUSES:
         try:
             code = outcome_code(result)
         except WireError:
@@ -375,7 +373,7 @@ def make_app(
         app[SECRET] = keyring
     for route in ROUTES:
         if route.audience.startswith(audience):
-            app.router.add_route(route.method, route.path, _handler(route))
+            app.router.add_route(route.method, route.path.replace("{phase}", _PHASE), _handler(route))
     if audience == "user":
         from qinglong.shell.openapi import openapi_document
 

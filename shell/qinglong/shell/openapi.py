@@ -7,11 +7,12 @@ can answer under it as the enum of `code`; the codes no route answers (scope "un
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 from typing import Any, Final
 
-from qinglong.shell.routes import PHASES, ROUTES, Route
-from qinglong.wire import ErrorMessage, Message, Record, Variants
+from qinglong.shell.routes import ROUTES, Route
+from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
 from qinglong.wire.common import NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
@@ -115,8 +116,7 @@ def _operation(route: Route) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string", "pattern": f"^{UUID_PATTERN}$"},
         }
-        for name in ("workerId", "sessionId", "runId", "offerId")
-        if "{" + name + "}" in route.path
+        for name in re.findall(r"\{(\w+Id)\}", route.path)
     ]
     if "{project}" in route.path:
         params.append({
@@ -128,13 +128,13 @@ def _operation(route: Route) -> dict[str, Any]:
             {"name": f.name, "in": "query", "required": False, "schema": spec_schema(f.spec)}
             for f in route.query.FIELDS
         ]
-    if "{phase:" in route.path:
+    if "{phase}" in route.path:
         params.append(
             {
                 "name": "phase",
                 "in": "path",
                 "required": True,
-                "schema": {"enum": ["starting", "running", "start-failure"]},
+                "schema": {"enum": list(activation.PHASES)},
             }
         )
     op: dict[str, Any] = {
@@ -154,7 +154,7 @@ def _operation(route: Route) -> dict[str, Any]:
         replay = {"application/json": {"schema": _response_schema(route.response)}}
         op["responses"]["200"] = {"description": "a replay: the state the first call left", "content": replay}
     if route.request is not None:
-        contracts = {route.request({"phase": phase}) for phase in ("starting", "start-failure")}
+        contracts = {route.request({"phase": phase}) for phase in activation.PHASES}
         schemas = [record_schema(c) for c in sorted(contracts, key=lambda c: c.__name__)]
         body = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
@@ -166,8 +166,7 @@ def _operation(route: Route) -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in ROUTES:
-        path = route.path.replace(PHASES, "{phase}")
-        paths.setdefault(path, {})[route.method.lower()] = _operation(route)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
     return {
         "openapi": "3.1.0",
         "info": {"title": "Qinglong remote worker control", "version": "3"},

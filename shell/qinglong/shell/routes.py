@@ -13,8 +13,6 @@ app.py runs every route through the same pipeline.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -55,24 +53,15 @@ from qinglong.wire import (
     WorkerSessionHeartbeatRequest,
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
+    paths,
     ql3w,
 )
+from qinglong.wire.common import token_digest
 from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
-from qinglong.wire.specs import UUID_PATTERN
+from qinglong.wire.specs import UUID_TEXT
 
-WORKER_BASE: Final = "/api/v3/workers/{workerId}/sessions"
-SESSION_BASE: Final = WORKER_BASE + "/{sessionId}"
-PROJECT: Final = "/api/v3/projects/{project}"  # its id or its unique name
-PROJECT_BASE: Final = PROJECT + "/runs"
-UUID_TEXT: Final = re.compile(UUID_PATTERN)
-PHASES: Final = "{phase:starting|running|start-failure}"
 Q = TypeVar("Q", bound=Query)
-
-
-def token_digest(token: str) -> bytes:
-    """SHA-256 of a lease token's text: the only form in which it reaches the database."""
-    return hashlib.sha256(token.encode("ascii")).digest()
 
 
 @dataclass
@@ -177,8 +166,8 @@ class RouteOf(Generic[B]):
 
     def bind(self, call: Call) -> Args:
         """The function's arguments by name, from the body this route parsed (of its own request type)."""
-        contract = None if self.request is None else self.request(call.match)
-        if call.body is not None if contract is None else not isinstance(call.body, contract):
+        fits = call.body is None if self.request is None else isinstance(call.body, self.request(call.match))
+        if not fits:
             raise TypeError(f"{self.name}: the body is not this route's request")
         return self.args(call, cast(B, call.body))
 
@@ -329,70 +318,70 @@ def _project_workers(c: Call, b: Never) -> Args:
 # Typed by inference, each entry as RouteOf[its request] (an annotation would impose one message on all).
 ROUTES: Final = (
     RouteOf(
-        "worker.session.open", "POST", WORKER_BASE, "worker-open", _const(WorkerSessionOpenRequest),
+        "worker.session.open", "POST", paths.SESSIONS, "worker-open", _const(WorkerSessionOpenRequest),
         "worker_session_open_v1", _session_open, WorkerSessionOpened, shell_fields=_session_key,
     ),
     RouteOf(
-        "worker.session.heartbeat", "POST", SESSION_BASE + "/heartbeat", "worker",
+        "worker.session.heartbeat", "POST", paths.HEARTBEAT, "worker",
         _const(WorkerSessionHeartbeatRequest), "worker_session_heartbeat_v1", _heartbeat, WorkerSessionAlive,
         grouped=True,
     ),
     RouteOf(
-        "worker.offers.pull", "POST", SESSION_BASE + "/offers:pull", "worker", _const(OfferPullRequest),
+        "worker.offers.pull", "POST", paths.OFFERS_PULL, "worker", _const(OfferPullRequest),
         "offer_pull_v1", _offer_pull, OFFER_RESPONSES, shell_fields=_lease_token, mints_token=True,
     ),
     RouteOf(
-        "worker.activation", "POST", SESSION_BASE + "/offers/{offerId}/activation/" + PHASES, "worker",
+        "worker.activation", "POST", paths.ACTIVATION, "worker",
         _activation_request, "attempt_activation_v1", _activation, ActivationResponse,
     ),
     RouteOf(
-        "worker.lease_control", "POST", SESSION_BASE + "/lease-control", "worker",
+        "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
         _const(LeaseControlRequest), "attempt_lease_control_v1", _lease_control, LEASE_CONTROL_RESPONSES,
         grouped=True,
     ),
     RouteOf(
-        "worker.artifacts", "POST", SESSION_BASE + "/offers/{offerId}/artifacts", "worker",
+        "worker.artifacts", "POST", paths.ARTIFACTS, "worker",
         _const(ArtifactUploadRequest), "artifact_upload_v1", _artifact, ArtifactStored,
     ),
     RouteOf(
-        "worker.output", "POST", SESSION_BASE + "/offers/{offerId}/output", "worker",
+        "worker.output", "POST", paths.OUTPUT, "worker",
         _const(OutputAppendRequest), "output_append_v1", _output, OutputAppended,
     ),
     RouteOf(
-        "worker.completion", "POST", SESSION_BASE + "/offers/{offerId}/completion", "worker",
+        "worker.completion", "POST", paths.COMPLETION, "worker",
         _const(CompletionRequest), "attempt_complete_v1", _completion, CompletionResponse,
     ),
     RouteOf(
-        "user.runs.enqueue", "POST", PROJECT_BASE, "user", _const(EnqueueRequest), "run_enqueue_v1", _enqueue,
+        "user.runs.enqueue", "POST", paths.RUNS, "user", _const(EnqueueRequest), "run_enqueue_v1", _enqueue,
         ENQUEUE_RESPONSES, permission="run.start", accepted=frozenset({"enqueued"}),
     ),
     RouteOf(
-        "user.runs.cancel", "POST", PROJECT_BASE + "/{runId}/cancellation", "user",
+        "user.runs.cancel", "POST", paths.RUN_CANCELLATION, "user",
         _const(CancellationRequest), "run_cancel_request_v1", _cancel,
         CANCELLATION_RESPONSES, permission="run.stop", serializable=True, accepted=frozenset({"accepted"}),
     ),
     RouteOf(
-        "user.runs.read", "GET", PROJECT_BASE + "/{runId}", "user", None, "run_timeline_v1", _read, RunTimeline,
+        "user.runs.read", "GET", paths.RUN, "user", None, "run_timeline_v1", _read, RunTimeline,
         permission="run.read",
     ),
     RouteOf(
-        "user.runs.list", "GET", PROJECT_BASE, "user", None, "run_list_v1", _list, RunList, permission="run.read",
+        "user.runs.list", "GET", paths.RUNS, "user", None, "run_list_v1", _list, RunList, permission="run.read",
         query=RunListQuery,
     ),
     RouteOf(
-        "user.tasks.list", "GET", PROJECT + "/tasks", "user", None, "task_list_v1", _tasks, TaskList,
+        "user.tasks.list", "GET", paths.TASKS, "user", None, "task_list_v1", _tasks, TaskList,
         permission="run.read",
     ),
     RouteOf(
-        "user.runs.output", "GET", PROJECT_BASE + "/{runId}/output", "user", None, "run_output_v1", _output_read,
+        "user.runs.output", "GET", paths.RUN_OUTPUT, "user", None, "run_output_v1", _output_read,
         RunOutput, permission="run.read", query=RunOutputQuery,
     ),
     RouteOf(
-        "user.project.read", "GET", PROJECT, "user", None, "project_view_v1", _project_view, ProjectView,
+        "user.project.read", "GET", paths.PROJECT, "user", None, "project_view_v1", _project_view, ProjectView,
         permission="run.read",
     ),
     RouteOf(
-        "user.workers.list", "GET", PROJECT + "/workers", "user", None, "project_workers_v1", _project_workers,
+        "user.workers.list", "GET", paths.WORKERS, "user", None, "project_workers_v1", _project_workers,
         ProjectWorkers, permission="run.read",
     ),
 )  # fmt: skip

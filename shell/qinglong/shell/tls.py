@@ -9,7 +9,10 @@ import ssl
 from pathlib import Path
 from typing import Final
 
-WORKER_URI: Final = re.compile(r"urn:qinglong:worker:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+from qinglong.wire.common import WORKER_URI_PREFIX
+from qinglong.wire.specs import UUID_PATTERN
+
+WORKER_URI: Final = re.compile(f"{re.escape(WORKER_URI_PREFIX)}({UUID_PATTERN})")
 
 
 def server_context(cert: Path, key: Path, *, client_ca: Path | None = None) -> ssl.SSLContext:

@@ -35,6 +35,7 @@ from psycopg import sql
 from qinglong.cli import pki as pki_cli
 from qinglong.cli.__main__ import parser
 from qinglong.devdb import Cluster
+from qinglong.wire.specs import UUID_PATTERN
 from tests.conftest import Database
 from tests.integration.db.factories import make_project, make_revision, make_runs
 from tests.integration.shell import conftest as shell_conftest
@@ -48,7 +49,7 @@ shell = shell_conftest.shell
 
 db = pytest.mark.db
 
-UUID: Final = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+UUID: Final = UUID_PATTERN
 SOME_ID: Final = "6f1c1f1e-2a4b-4c8d-9e0f-1a2b3c4d5e6f"
 UNREACHABLE_DSN: Final = "host=127.0.0.1 port=1 user=postgres dbname=postgres"
 UNREACHABLE_API: Final = "https://127.0.0.1:1"

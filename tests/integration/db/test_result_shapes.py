@@ -20,8 +20,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from qinglong.shell.db import statement
-from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token, token_digest
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.wire import CompletionArtifact, Message, OfferEmpty, Record, Variants, ql3w
+from qinglong.wire.common import token_digest
 from qinglong.wire.fields import Enum, List, Nested
 from tests.conftest import Database
 from tests.integration.db.factories import (

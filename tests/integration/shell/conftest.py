@@ -43,6 +43,7 @@ from qinglong.shell.app import make_admin_app, make_app
 from qinglong.shell.db import Database
 from qinglong.shell.tls import server_context
 from qinglong.wire import ql3w
+from qinglong.wire.common import token_digest
 from tests.conftest import Database as PgDatabase
 from tests.integration.db.factories import Subject, make_project, make_revision, make_runs, set_role
 
@@ -135,7 +136,7 @@ def _subject(conn: psycopg.Connection[Any], kind: str, name: str) -> Subject:
     token = secrets.token_urlsafe(32)
     row = conn.execute(
         "insert into ql.subjects (kind, name, token_digest) values (%s, %s, %s) returning id",
-        (kind, name, hashlib.sha256(token.encode()).digest()),
+        (kind, name, token_digest(token)),
     ).fetchone()
     assert row is not None
     return Subject(row[0], token)

@@ -17,8 +17,10 @@ import pytest
 from hypothesis import find
 
 from qinglong.shell.db import statement
-from qinglong.shell.routes import PHASES, ROUTES, Admission, Call, Route, mint_token, token_digest
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
 from qinglong.wire import Message, Query, ql3w
+from qinglong.wire.activation import PHASES
+from qinglong.wire.common import token_digest
 from tests.conftest import Database
 from tests.unit.wire.kit import records
 
@@ -26,7 +28,6 @@ pytestmark = pytest.mark.db
 
 ID = "0f0e0d0c-0b0a-4908-8706-050403020100"
 PATH: Mapping[str, str] = {"workerId": ID, "sessionId": ID, "offerId": ID, "projectId": ID, "runId": ID}
-PHASE_VALUES = PHASES.removeprefix("{phase:").removesuffix("}").split("|")
 SIGNATURE = """
 select p.proargnames, coalesce(p.proargmodes::text[], array_fill('i'::text, array[p.pronargs])),
        p.pronargdefaults
@@ -49,7 +50,7 @@ def parsed_query(cls: type[Query]) -> Query:
 
 def calls(route: Route) -> Iterator[Call]:
     """One authenticated, admitted call per request contract the route can parse."""
-    matches = [{**PATH, "phase": p} for p in PHASE_VALUES] if "{phase" in route.path else [dict(PATH)]
+    matches = [{**PATH, "phase": p} for p in PHASES] if "{phase" in route.path else [dict(PATH)]
     seen: set[type[Message] | None] = set()
     for match in matches:
         contract = None if route.request is None else route.request(match)

@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from qinglong.wire.common import ENDED_RUN_STATUSES
 from qinglong.worker.identity import boottime_ns
 from tests.support.chaos.config import RunSpec
 from tests.support.chaos.evidence import Launch, parse_task_log, pick_launch
 from tests.support.chaos.workers import Fault
 
-TERMINAL: Final = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+TERMINAL: Final = frozenset(ENDED_RUN_STATUSES)
 
 ZEROS: Final = (
     "healthy_tasks_stopped",

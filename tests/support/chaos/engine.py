@@ -20,7 +20,8 @@ import psycopg
 
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
-from qinglong.cli.api import ApiError, Unreachable, UserApi, token_digest
+from qinglong.cli.api import ApiError, Unreachable, UserApi
+from qinglong.wire.common import token_digest
 from tests.support.chaos.analysis import TERMINAL, tally
 from tests.support.chaos.config import TASK_SCRIPT, ChaosConfig, RunSpec, plan_runs
 from tests.support.chaos.evidence import read_database, read_launches

@@ -1,11 +1,10 @@
 """qinglong/remote-run-activation@v1: starting / running / start-failure ACKs. Touches nothing: declarations.
 
-Routes `…/offers/{offerId}/activation/{starting|running|start-failure}`: the phase and the Offer id
-come from the path, the fence from the body (start-failure adds its errorCode). The answer is
-ql_api.attempt_activation_v1's result: a status and the exact ql.attempt_snapshot projection, ≤ 16 KiB,
-never the token or its digest (seed ADR-0112 §1, restated in docs/decisions/0000-seed-records.md).
-The snapshot carries the Run's cancel intent; `not_started` means a starting ACK found an intent and
-ended the Attempt: nothing may be spawned.
+The phase and the Offer id come from the path, the fence from the body (start-failure adds its
+errorCode). The answer is ql_api.attempt_activation_v1's result: a status and the exact
+ql.attempt_snapshot projection, ≤ 16 KiB, never the token or its digest (seed ADR-0112 §1, restated in
+docs/decisions/0000-seed-records.md). The snapshot carries the Run's cancel intent; `not_started` means
+a starting ACK found an intent and ended the Attempt: nothing may be spawned.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Uuid,
 
 ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 
+Phase = Literal["starting", "running", "start-failure"]  # the last segment of an activation route's path
+PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
 ActivationStatus = Literal["applied", "not_started", "already_starting", "already_running", "already_terminal"]
 
 

@@ -1,11 +1,10 @@
 """qinglong/run-cancellation@v1: a user asks to cancel a Run. Touches nothing: declarations.
 
-Route `POST /api/v3/projects/{project}/runs/{runId}/cancellation` (bearer, `run.stop`): the body
-is the idempotency key only (callers cannot choose a reason). The answer is
-ql_api.run_cancel_request_v1's result, one class per status with its exact shape: `accepted` (202,
-this call wrote the intent: reason user, the Run not ended), `already_requested` (200, an intent of
-any reason exists, the Run not ended) or `already_terminal` (200; the Run ended, with or without an
-intent, so cancelRequestedAtMs and reason may be null). Fences, denials and not-found travel as
+The body is the idempotency key only (callers cannot choose a reason). The answer is
+ql_api.run_cancel_request_v1's result, one class per status with its exact shape: `accepted` (202, this
+call wrote the intent: reason user, the Run not ended), `already_requested` (200, an intent of any
+reason exists, the Run not ended) or `already_terminal` (200; the Run ended, with or without an intent,
+so cancelRequestedAtMs and reason may be null). Fences, denials and not-found travel as
 qinglong/error@v1.
 """
 

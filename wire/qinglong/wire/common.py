@@ -7,6 +7,7 @@ database projection always passes and anything else is refused.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final, Literal, get_args
 
 from qinglong.wire.fields import Enum, Int, Message, Record, Str, Token, Uuid, wire
@@ -16,6 +17,7 @@ ARTIFACT_COLUMN_MAX_BYTES: Final = 8 * 1024 * 1024  # ql.artifacts.size check
 ERROR_CODE_PATTERN: Final = "[a-z0-9_.]{1,64}"  # ql.run_attempts.error_code check
 NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # ql.projects.name and ql.tasks.name check
 SHA256_HEX_PATTERN: Final = "[0-9a-f]{64}"
+WORKER_URI_PREFIX: Final = "urn:qinglong:worker:"  # + its id: the SAN URI that names a Worker in its certificate
 
 RunStatus = Literal[
     "created",
@@ -51,6 +53,12 @@ ARTIFACT_KINDS: Final[tuple[ArtifactKind, ...]] = get_args(ArtifactKind)
 ERROR_CODE: Final = Str(64, min_len=1, pattern=ERROR_CODE_PATTERN)
 SHA256_HEX: Final = Str(64, min_len=64, pattern=SHA256_HEX_PATTERN)
 TIME_MS: Final = Int()  # ql.ms: milliseconds of database time, 0..2^53-1
+
+
+def token_digest(token: str) -> bytes:
+    """SHA-256 of a token's text (a lease token or a user's bearer token, both ASCII by their patterns): the
+    only form in which a token reaches the database."""
+    return hashlib.sha256(token.encode("ascii")).digest()
 
 
 class AttemptFence(Message):

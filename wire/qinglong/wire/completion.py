@@ -1,11 +1,10 @@
 """qinglong/remote-run-completion@v1: artifact upload and completion. Touches nothing: declarations.
 
-Upload (`…/offers/{offerId}/artifacts`, ≤ 1.5 MiB): the fence, the kind, the declared SHA-256 and
-size, and the content as padded base64; the answer is ql_api.artifact_upload_v1's `stored` receipt.
-Completion (`…/offers/{offerId}/completion`): the fence, the latest Lease version, the exit code
-and/or error code (at least one, as the database requires) and ≤ 2 receipts; the answer is
-ql_api.attempt_complete_v1's `completed | already_completed` result with the exact snapshot.
-Both directions share the family's schema; the route says which message a body is.
+Upload (≤ 1.5 MiB): the fence, the kind, the declared SHA-256 and size, and the content as padded
+base64; the answer is ql_api.artifact_upload_v1's `stored` receipt. Completion: the fence, the latest
+Lease version, the exit code and/or error code (at least one, as the database requires) and ≤ 2
+receipts; the answer is ql_api.attempt_complete_v1's `completed | already_completed` result with the
+exact snapshot. Both directions share the family's schema; the route says which message a body is.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """qinglong/run-enqueue@v1: a user queues a Run of a task. Touches nothing: declarations.
 
-Route `POST /api/v3/projects/{project}/runs` (bearer, `run.start`): the body names the task and the
-caller's idempotency key. The answer is ql_api.run_enqueue_v1's result: `enqueued` (202, this call
-queued the Run, pinned to the task's current revision) or `already_enqueued` (200, the same mutation
-replayed: the same Run). Fences, denials and not-found travel as qinglong/error@v1.
+The body names the task and the caller's idempotency key. The answer is ql_api.run_enqueue_v1's result:
+`enqueued` (202, this call queued the Run, pinned to the task's current revision) or `already_enqueued`
+(200, the same mutation replayed: the same Run). Fences, denials and not-found travel as
+qinglong/error@v1.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from qinglong.wire.codec import BAD_ENUM, KIB, MAX_DEPTH, WireError
 from qinglong.wire.fields import Enum, Message, Str, wire
 
 ERROR_SCHEMA: Final = "qinglong/error@v1"
+# The statuses of a database answer that refuses the call; outcome_code maps each to an error code.
+OUTCOME_STATUSES: Final = frozenset({"invalid", "not_found", "fenced"})
 REQUEST_ID_PATTERN: Final = "[A-Za-z0-9._:-]{1,128}"  # ql.security_audit.request_id is 1..128 characters
 
 # Every `fenced` reason the ql_api functions return (ql.attempt_fence's and ql.policy_fence's included):
@@ -318,7 +320,7 @@ def outcome_code(result: Mapping[str, object]) -> str:
         return "not_found"
     if status == "fenced" and reason == "approval_required":
         return "approval_required"
-    code = f"{status}.{reason}" if status in ("invalid", "fenced") and isinstance(reason, str) else ""
+    code = f"{status}.{reason}" if status in OUTCOME_STATUSES and isinstance(reason, str) else ""
     if code not in ERROR_CODES:
         raise WireError(BAD_ENUM, "database outcome has no stable error code")
     return code

@@ -1,11 +1,10 @@
 """qinglong/remote-offer@v1: a Worker pulls one offer. Touches nothing: declarations.
 
-Pull (`POST …/sessions/{sessionId}/offers:pull`): a body with the pull's id (persisted by the Worker
-before it sends, so a replay after a lost answer is recognised). The answer is
-ql_api.offer_pull_v1's result: `offered` with its exact `offer` object (ids, attempt number, lease
-generation/version/expiry, offer expiry and the pinned plan exactly as ql.plan_is_valid admits it)
-plus, beside it, the raw `leaseToken` the shell made (the database only ever sees its SHA-256), or
-`empty` with the reason. `parse_offer_response` dispatches on `status`.
+Pull: a body with the pull's id (persisted by the Worker before it sends, so a replay after a lost
+answer is recognised). The answer is ql_api.offer_pull_v1's result: `offered` with its exact `offer`
+object (ids, attempt number, lease generation/version/expiry, offer expiry and the pinned plan exactly
+as ql.plan_is_valid admits it) plus, beside it, the raw `leaseToken` the shell made (the database only
+ever sees its SHA-256), or `empty` with the reason. `parse_offer_response` dispatches on `status`.
 """
 
 from __future__ import annotations

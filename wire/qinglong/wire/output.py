@@ -1,18 +1,17 @@
 """qinglong/run-output@v1: a task's output, Worker → database → user. Touches nothing: declarations.
 
-Append (`…/sessions/{sessionId}/offers/{offerId}/output`, the Worker, ≤ 352 KiB): the Attempt fence,
-the stream (stdout or stderr), the byte offset of the chunk in that stream and ≤ 256 KiB of it as padded
-base64. The answer is ql_api.output_append_v1's `appended` result: the stream's nextOffset (the bytes the
-database holds the end of; a replay of held bytes answers it too, so a restarted Worker learns where to
-go on from its first call) and the caps the database keeps per stream: the first `headBytes` and the last
-`tailBytes` at least. Once the head is complete the Worker may skip ahead to the tail: the skipped bytes
-are dropped, and a reader sees the offsets jump.
+Append (the Worker, ≤ 352 KiB): the Attempt fence, the stream (stdout or stderr), the byte offset of the
+chunk in that stream and ≤ 256 KiB of it as padded base64. The answer is ql_api.output_append_v1's
+`appended` result: the stream's nextOffset (the bytes the database holds the end of; a replay of held
+bytes answers it too, so a restarted Worker learns where to go on from its first call) and the caps the
+database keeps per stream: the first `headBytes` and the last `tailBytes` at least. Once the head is
+complete the Worker may skip ahead to the tail: the skipped bytes are dropped, and a reader sees the
+offsets jump.
 
-Read (`GET /api/v3/projects/{project}/runs/{runId}/output`, bearer, `run.read`): the query names the
-Attempt (`attempt`, its number; absent: the latest) and where the previous page ended (`after`, the last
-chunk's `seq`). The answer is ql_api.run_output_v1's `output` result: the Run's status, the Attempt
-(null before the first one), each stream's totals, chunks in arrival order (≤ 256 KiB of data), and
-`more` when chunks beyond this page exist.
+Read (a user): the query names the Attempt (`attempt`, its number; absent: the latest) and where the
+previous page ended (`after`, the last chunk's `seq`). The answer is ql_api.run_output_v1's `output`
+result: the Run's status, the Attempt (null before the first one), each stream's totals, chunks in
+arrival order (≤ 256 KiB of data), and `more` when chunks beyond this page exist.
 """
 
 from __future__ import annotations

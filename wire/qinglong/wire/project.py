@@ -2,16 +2,15 @@
 
 For the user API and its clients (the web console first).
 
-Route `GET /api/v3/projects/{project}` (bearer, `run.read`): no body, no query. The answer is
-ql_api.project_view_v1's `found` result: the Project (id, name, status), the subject (name, kind), its role,
-and for run.read, run.start and run.stop the decision admission takes now (`allow`, `deny`, or
-`approval_required`: an agent asking run.stop). A client offers only what is not `deny`; the API still decides
-every request itself.
+The view: no body, no query. The answer is ql_api.project_view_v1's `found` result: the Project (id,
+name, status), the subject (name, kind), its role, and for run.read, run.start and run.stop the decision
+admission takes now (`allow`, `deny`, or `approval_required`: an agent asking run.stop). A client offers
+only what is not `deny`; the API still decides every request itself.
 
-Route `GET /api/v3/projects/{project}/workers` (bearer, `run.read`): no body, no query. The answer is
-ql_api.project_workers_v1's `listed` result: the Workers of the pools this Project's tasks use, by name, each with
-its pool, generation, status, whether it is online (a live, unexpired session), its last contact and the number of
-this Project's Attempts it holds. Never a Worker's id, certificate or another Project's work.
+Its Workers: no body, no query. The answer is ql_api.project_workers_v1's `listed` result: the Workers
+of the pools this Project's tasks use, by name, each with its pool, generation, status, whether it is
+online (a live, unexpired session), its last contact and the number of this Project's Attempts it holds.
+Never a Worker's id, certificate or another Project's work.
 """
 
 from __future__ import annotations

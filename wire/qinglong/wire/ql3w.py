@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from qinglong.wire.codec import MAX_SAFE_INTEGER, WireError
+from qinglong.wire.specs import UUID_PATTERN
 
 SCHEME: Final = "ql3w"
 SKEW_SECONDS: Final = 60
@@ -34,10 +35,9 @@ REKEY_HEADER: Final = "Qinglong-Rekey"  # "1" on an answer to a request signed u
 BAD_HEADER: Final = "auth.bad_signature"
 EXPIRED: Final = "auth.expired_timestamp"
 
-_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 KEY_ID: Final = re.compile(r"[A-Za-z0-9_-]{12}")
 _HEADER = re.compile(
-    rf"ql3w worker=(?P<worker>{_UUID}), session=(?P<session>{_UUID}), gen=(?P<gen>[1-9][0-9]{{0,15}}), "
+    rf"ql3w worker=(?P<worker>{UUID_PATTERN}), session=(?P<session>{UUID_PATTERN}), gen=(?P<gen>[1-9][0-9]{{0,15}}), "
     r"(?:kid=(?P<kid>[A-Za-z0-9_-]{12}), )?ts=(?P<ts>[1-9][0-9]{0,11}), sig=(?P<sig>[A-Za-z0-9_-]{43})"
 )
 

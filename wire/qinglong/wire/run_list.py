@@ -1,14 +1,13 @@
 """qinglong/run-list@v1: a Project's run history, for the CLI and the user API. Touches nothing: declarations.
 
-Route `GET /api/v3/projects/{project}/runs` (bearer, `run.read`): no body; the filters are query
-parameters (RunListQuery), refused like body fields (unknown, repeated or malformed parameters). The
-answer is ql_api.run_list_v1's `listed` result: the Project's Runs newest first by creation time (ties
-by id), at most `limit` (1..100, default 50) of them, each with its task, status, attempt count, times,
-the last Attempt's exit code and the cancel reason. `nextCursor` is null on the last page; otherwise
-pass it back as `cursor` for the next one. Pages are keyset pages over an immutable key, so Runs
-created meanwhile never shift them: nothing is skipped or listed twice. A cursor is opaque (a cursor
-the database did not make is `invalid.cursor`), and `sinceMs` must be before `untilMs`
-(`invalid.time_range`).
+No body; the filters are query parameters (RunListQuery), refused like body fields (unknown, repeated or
+malformed parameters). The answer is ql_api.run_list_v1's `listed` result: the Project's Runs newest
+first by creation time (ties by id), at most `limit` (1..100, default 50) of them, each with its task,
+status, attempt count, times, the last Attempt's exit code and the cancel reason. `nextCursor` is null
+on the last page; otherwise pass it back as `cursor` for the next one. Pages are keyset pages over an
+immutable key, so Runs created meanwhile never shift them: nothing is skipped or listed twice. A cursor
+is opaque (a cursor the database did not make is `invalid.cursor`), and `sinceMs` must be before
+`untilMs` (`invalid.time_range`).
 """
 
 from __future__ import annotations

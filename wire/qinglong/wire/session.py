@@ -1,10 +1,9 @@
 """qinglong/worker-session@v1: open a Worker session and keep it alive. Touches nothing: declarations.
 
-Open (`POST /api/v3/workers/{workerId}/sessions`, certificate-authenticated): the Worker sends its
-capacity and generation; the response is ql_api.worker_session_open_v1's `opened` result plus the
-`sessionKey` the shell derives (HMAC of the cluster secret; the database never holds it).
-Heartbeat (`…/sessions/{sessionId}/heartbeat`): ql_api.worker_session_heartbeat_v1's `alive` result.
-Other database outcomes (invalid, not_found, fenced) travel as qinglong/error@v1.
+Open (certificate-authenticated): the Worker sends its capacity and generation; the response is
+ql_api.worker_session_open_v1's `opened` result plus the `sessionKey` the shell derives (HMAC of the
+cluster secret; the database never holds it). Heartbeat: ql_api.worker_session_heartbeat_v1's `alive`
+result. Other database outcomes (invalid, not_found, fenced) travel as qinglong/error@v1.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 BASE64URL_32_PATTERN = "[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]"
 # A user's bearer token as the shell accepts it (RFC 6750 token68, 16..512 characters + padding).
 BEARER_TOKEN_PATTERN = "[A-Za-z0-9._~+/-]{16,512}=*"  # noqa: S105  (a syntax, not a secret)
-_UUID = re.compile(UUID_PATTERN)
+UUID_TEXT = re.compile(UUID_PATTERN)  # a canonical UUID (fullmatch)
 _BASE64URL_32 = re.compile(BASE64URL_32_PATTERN)
 _BASE64 = re.compile("(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
@@ -136,7 +136,7 @@ class Uuid(Spec):
 
     def check(self, value: object, where: str) -> str:
         text = _expect_str(value, where)
-        if not _UUID.fullmatch(text):
+        if not UUID_TEXT.fullmatch(text):
             raise WireError(BAD_UUID, f"{where}: not a lower-case 8-4-4-4-12 UUID")
         return text
 

@@ -1,9 +1,9 @@
 """qinglong/task-list@v1: a Project's tasks, for the user API and its clients. Touches nothing: declarations.
 
-Route `GET /api/v3/projects/{project}/tasks` (bearer, `run.read`): no body, no query. The answer is
-ql_api.task_list_v1's `listed` result for the admitted Project: its id and name, and every task by name with
-its status, its current revision's plan summary (argv, pool, timeoutMs, maxAttempts) and its schedule. A
-client resolves a task's name to its id here (names are unique within a Project).
+No body, no query. The answer is ql_api.task_list_v1's `listed` result for the admitted Project: its id
+and name, and every task by name with its status, its current revision's plan summary (argv, pool,
+timeoutMs, maxAttempts) and its schedule. A client resolves a task's name to its id here (names are
+unique within a Project).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """qinglong/run-timeline@v1: one Run and its event history, for the CLI and the user API. Touches nothing.
 
-Route `GET /api/v3/projects/{project}/runs/{runId}` (bearer, `run.read`): no request body. The
-answer is ql_api.run_timeline_v1's `found` result: the Run's projection and its first 256 events,
-each event's payload as the canonical text of its JSON object.
+No request body. The answer is ql_api.run_timeline_v1's `found` result: the Run's projection and its
+first 256 events, each event's payload as the canonical text of its JSON object.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import aiohttp
 
@@ -55,18 +55,28 @@ from qinglong.wire import (
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
     check_lease_version,
+    paths,
     ql3w,
 )
+from qinglong.wire.activation import PHASES, Phase
 from qinglong.wire.logline import emit, settled
+from qinglong.wire.specs import UUID_PATTERN
 
 log = logging.getLogger("qinglong.worker")
 
 R = TypeVar("R", bound=Message)
-_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-ALLOWED_PATHS: Final = re.compile(
-    rf"/api/v3/workers/{_UUID}/sessions(?:/{_UUID}/(?:heartbeat|offers:pull|lease-control"
-    rf"|offers/{_UUID}/(?:activation/(?:starting|running|start-failure)|output|completion)))?"
-)
+
+
+def _pattern(template: str) -> str:
+    """The paths of a template of qinglong.wire.paths: each `{…Id}` a canonical UUID, `{phase}` a phase."""
+    phase = "(?:" + "|".join(PHASES) + ")"
+    return re.sub(r"\\\{(\w+)\\\}", lambda m: phase if m[1] == "phase" else UUID_PATTERN, re.escape(template))
+
+
+ALLOWED_PATHS: Final = re.compile("|".join(map(_pattern, (
+    paths.SESSIONS, paths.HEARTBEAT, paths.OFFERS_PULL, paths.ACTIVATION, paths.LEASE_CONTROL, paths.OUTPUT,
+    paths.COMPLETION,
+))))  # fmt: skip
 MAX_RESPONSE: Final = 128 * 1024
 
 
@@ -275,7 +285,7 @@ class IngressClient:
     async def open_session(self, *, capacity: int, generation: int) -> Session:
         body = WorkerSessionOpenRequest(capacity=capacity, worker_generation=generation)
         key_ids: list[str | None] = []
-        path = f"/api/v3/workers/{self._worker_id}/sessions"
+        path = paths.SESSIONS.format(workerId=self._worker_id)
         opened = await self._call(
             path, body, WorkerSessionOpened, None, None, lambda h: key_ids.append(h.get(ql3w.KEY_ID_HEADER))
         )
@@ -286,31 +296,32 @@ class IngressClient:
         key = base64.urlsafe_b64decode(opened.session_key + "=")
         return Session(opened.session_id, opened.worker_generation, key, opened.expires_at_ms, key_id)
 
-    def _base(self, session: Session) -> str:
-        return f"/api/v3/workers/{self._worker_id}/sessions/{session.session_id}"
+    def _path(self, template: str, session: Session, offer_id: str = "", phase: str = "") -> str:
+        """A path of qinglong.wire.paths for this Worker and `session` (and the Offer and phase it names)."""
+        return template.format(workerId=self._worker_id, sessionId=session.session_id, offerId=offer_id, phase=phase)
 
     async def heartbeat(self, session: Session) -> WorkerSessionAlive:
         body = WorkerSessionHeartbeatRequest(worker_generation=session.generation)
-        return await self._call(self._base(session) + "/heartbeat", body, WorkerSessionAlive, session)
+        return await self._call(self._path(paths.HEARTBEAT, session), body, WorkerSessionAlive, session)
 
     async def pull(self, session: Session, pull_id: str) -> OfferResponse:
         body = OfferPullRequest(pull_id=pull_id)
-        return await self._call(self._base(session) + "/offers:pull", body, OFFER_RESPONSES, session)
+        return await self._call(self._path(paths.OFFERS_PULL, session), body, OFFER_RESPONSES, session)
 
     async def activate(
         self,
         session: Session,
         offer_id: str,
-        phase: Literal["starting", "running", "start-failure"],
+        phase: Phase,
         body: ActivationRequest | ActivationStartFailureRequest,
     ) -> ActivationResponse:
-        path = f"{self._base(session)}/offers/{offer_id}/activation/{phase}"
+        path = self._path(paths.ACTIVATION, session, offer_id, phase)
         return await self._call(path, body, ActivationResponse, session)
 
     async def lease_control(
         self, session: Session, body: LeaseControlRequest, *, timeout_s: float | None = None
     ) -> LeaseControlResponse:
-        path = self._base(session) + "/lease-control"
+        path = self._path(paths.LEASE_CONTROL, session)
         response = await self._call(path, body, LEASE_CONTROL_RESPONSES, session, timeout_s)
         try:
             return check_lease_version(response, expected_version=body.expected_version)
@@ -320,12 +331,10 @@ class IngressClient:
     async def append_output(
         self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
     ) -> OutputAppended:
-        path = f"{self._base(session)}/offers/{offer_id}/output"
-        return await self._call(path, body, OutputAppended, session, timeout_s)
+        return await self._call(self._path(paths.OUTPUT, session, offer_id), body, OutputAppended, session, timeout_s)
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
-        path = f"{self._base(session)}/offers/{offer_id}/completion"
-        return await self._call(path, body, CompletionResponse, session)
+        return await self._call(self._path(paths.COMPLETION, session, offer_id), body, CompletionResponse, session)
 
 
 async def _read_exact(resp: aiohttp.ClientResponse) -> bytes:

@@ -23,9 +23,9 @@ launch's evidence (launch.py) whether the task was never started, runs, or ran.
 from __future__ import annotations
 
 import secrets
-from typing import Literal
 
 from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
+from qinglong.wire.activation import Phase
 from qinglong.worker.client import (
     ClientError,
     IngressClient,
@@ -39,8 +39,6 @@ from qinglong.worker.executor import Executor, ExecutorRefused
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
 from qinglong.worker.launch import recover_launch
-
-Phase = Literal["starting", "running", "start-failure"]
 
 
 class Processor:

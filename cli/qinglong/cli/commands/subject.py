@@ -44,7 +44,7 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
-    from qinglong.cli.api import token_digest
+    from qinglong.wire.common import token_digest
 
     if args.role and not args.project:
         raise Failure("--role goes with --project (the project to bind the subject to)")

@@ -1,16 +1,17 @@
 // The web console: a client of the user API, like the `qinglong` CLI (docs/decisions/0010-web-console.md).
 // Touches this tab's session storage (the bearer token and the Project, typed once) and the user API of its own
 // origin (fetch with `Authorization: Bearer …`; never a token in a URL or a cookie). It decides nothing: what the
-// role allows comes from GET /api/v3/projects/{project}, and every action is the API's to accept or refuse.
+// role allows comes from the Project's view (PATHS.PROJECT), and every action is the API's to accept or refuse.
 // Views (the URL fragment): #/runs (filters, pages, auto-refresh, enqueue), #/run/<id> (status, timeline, output
 // followed live, cancel), #/tasks (plans, schedules, last Runs), #/workers (online or offline). Every value from
-// the API reaches the page as text (textContent), never as markup.
+// the API reaches the page as text (textContent), never as markup. The paths, schemas and statuses of the wire come
+// from wire.js, which the shell makes from qinglong.wire.
+
+import { CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENQUEUE_SCHEMA, PATHS, RUN_STATUSES } from "./wire.js";
 
 const TOKEN_KEY = "qinglong.token";
 const PROJECT_KEY = "qinglong.project";
-const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out"]);
-const STATUSES = ["created", "queued", "waiting_approval", "retry_wait", "lost", "running", "succeeded", "failed",
-  "cancelled", "timed_out"];
+const TERMINAL = new Set(ENDED_RUN_STATUSES);
 const REFRESH_MS = 5000;
 const FOLLOW_MS = 1000;
 
@@ -29,9 +30,11 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
+// `template` is one of PATHS: its {project} is this tab's Project, its other parameters come from `params`.
+async function api(method, template, { params = {}, query, body } = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  const project = sessionStorage.getItem(PROJECT_KEY);
+  const values = { project: sessionStorage.getItem(PROJECT_KEY), ...params };
+  const path = template.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(values[name]));
   const headers = { Authorization: `Bearer ${token}` };
   const init = { method, headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" };
   if (body !== undefined) {
@@ -40,7 +43,7 @@ async function api(method, path, body) {
   }
   let response;
   try {
-    response = await fetch(`/api/v3/projects/${encodeURIComponent(project)}${path}`, init);
+    response = await fetch(query === undefined ? path : `${path}?${query}`, init);
   } catch (exc) {
     throw new ApiError(0, "unreachable", "the shell did not answer");
   }
@@ -176,7 +179,7 @@ function setHeader(signedIn) {
 async function start() {
   if (!sessionStorage.getItem(TOKEN_KEY) || !sessionStorage.getItem(PROJECT_KEY)) return signinPage();
   try {
-    view = await api("GET", "");
+    view = await api("GET", PATHS.PROJECT);
   } catch (exc) {
     view = null;
     return problemPage(exc);
@@ -204,7 +207,7 @@ function route() {
 }
 
 async function tasksOf() {
-  return (await api("GET", "/tasks")).tasks;
+  return (await api("GET", PATHS.TASKS)).tasks;
 }
 
 function enqueueForm(tasks, onQueued) {
@@ -218,8 +221,8 @@ function enqueueForm(tasks, onQueued) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const queued = await api("POST", "/runs",
-        { schema: "qinglong/run-enqueue@v1", mutationId: mutationId(), taskId: select.value });
+      const body = { schema: ENQUEUE_SCHEMA, mutationId: mutationId(), taskId: select.value };
+      const queued = await api("POST", PATHS.RUNS, { body });
       answer.replaceChildren(badge(queued.status), " ",
         el("a", { href: `#/run/${queued.runId}`, text: `Run ${short(queued.runId)}` }));
       onQueued();
@@ -236,7 +239,7 @@ async function runsPage(current) {
   const taskFilter = el("select", { id: "filter-task" }, el("option", { value: "", text: "any task" }),
     tasks.map((t) => el("option", { value: t.taskId, text: t.name })));
   const statusFilter = el("select", { id: "filter-status" }, el("option", { value: "", text: "any status" }),
-    STATUSES.map((s) => el("option", { value: s, text: s.replace("_", " ") })));
+    RUN_STATUSES.map((s) => el("option", { value: s, text: s.replace("_", " ") })));
   const since = el("input", { id: "filter-since", type: "datetime-local" });
   const until = el("input", { id: "filter-until", type: "datetime-local" });
   const auto = el("input", { id: "auto-refresh", type: "checkbox", checked: true });
@@ -255,7 +258,7 @@ async function runsPage(current) {
     if (cursor) query.set("cursor", cursor);
     let page;
     try {
-      page = await api("GET", `/runs?${query}`);
+      page = await api("GET", PATHS.RUNS, { query });
     } catch (exc) {
       if (!current()) return;
       if (exc.status === 400) return box.replaceChildren(notice("error", explain(exc), "runs-problem"));
@@ -369,7 +372,7 @@ async function runPage(current, runId) {
       const query = new URLSearchParams();
       if (follow.attempt !== null) query.set("attempt", String(follow.attempt));
       if (follow.after !== null) query.set("after", String(follow.after));
-      const page = await api("GET", `/runs/${runId}/output?${query}`);
+      const page = await api("GET", PATHS.RUN_OUTPUT, { params: { runId }, query });
       if (!current()) return null;
       if (page.attempt && follow.attempt === null) follow.attempt = page.attempt.attemptNo;
       if (page.attempt && page.attempts > follow.attempt && !page.more && TERMINAL.has(page.attempt.status)) {
@@ -399,7 +402,7 @@ async function runPage(current, runId) {
     if (busy) return;
     busy = true;
     try {
-      const timeline = await api("GET", `/runs/${runId}`);
+      const timeline = await api("GET", PATHS.RUN, { params: { runId } });
       if (!current()) return;
       drawRun(timeline);
       await loadOutput();
@@ -421,8 +424,8 @@ async function runPage(current, runId) {
     button.addEventListener("click", async () => {
       button.disabled = true;
       try {
-        const result = await api("POST", `/runs/${runId}/cancellation`,
-          { schema: "qinglong/run-cancellation@v1", mutationId: mutationId() });
+        const body = { schema: CANCELLATION_SCHEMA, mutationId: mutationId() };
+        const result = await api("POST", PATHS.RUN_CANCELLATION, { params: { runId }, body });
         answer.replaceChildren(badge(result.status));
         refresh();
       } catch (exc) {
@@ -441,7 +444,7 @@ async function runPage(current, runId) {
 }
 
 async function tasksPage(current) {
-  const [tasks, recent] = await Promise.all([tasksOf(), api("GET", "/runs?limit=100")]);
+  const [tasks, recent] = await Promise.all([tasksOf(), api("GET", PATHS.RUNS, { query: "limit=100" })]);
   if (!current()) return;
   const byTask = new Map();
   for (const run of recent.runs) {
@@ -469,7 +472,7 @@ async function tasksPage(current) {
 }
 
 async function workersPage(current) {
-  const workers = (await api("GET", "/workers")).workers;
+  const workers = (await api("GET", PATHS.WORKERS)).workers;
   if (!current()) return;
   show("Workers",
     el("p", { class: "muted", text: "The Workers of the pools this Project's tasks use. Online: a live session." }),

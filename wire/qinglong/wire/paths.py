@@ -1,0 +1,32 @@
+"""Every route's path, once, as a template. Touches nothing: declarations.
+
+`{name}` is a path parameter: each `{…Id}` a canonical UUID, `{project}` a Project's id or unique name,
+`{phase}` one of qinglong.wire.activation.PHASES. The shell's route table (qinglong.shell.routes) serves
+these paths, the Worker and the CLI fill them in with `str.format`, and the web console reads them from the
+shell (qinglong.shell.console). docs/protocol.md lists them with their routes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The worker ingress (mTLS; every route but the session open signed with ql3w).
+SESSIONS: Final = "/api/v3/workers/{workerId}/sessions"  # POST: open a session
+SESSION: Final = SESSIONS + "/{sessionId}"
+HEARTBEAT: Final = SESSION + "/heartbeat"
+OFFERS_PULL: Final = SESSION + "/offers:pull"
+LEASE_CONTROL: Final = SESSION + "/lease-control"
+OFFER: Final = SESSION + "/offers/{offerId}"
+ACTIVATION: Final = OFFER + "/activation/{phase}"
+ARTIFACTS: Final = OFFER + "/artifacts"
+OUTPUT: Final = OFFER + "/output"
+COMPLETION: Final = OFFER + "/completion"
+
+# The user API (bearer token).
+PROJECT: Final = "/api/v3/projects/{project}"
+RUNS: Final = PROJECT + "/runs"
+RUN: Final = RUNS + "/{runId}"
+RUN_CANCELLATION: Final = RUN + "/cancellation"
+RUN_OUTPUT: Final = RUN + "/output"
+TASKS: Final = PROJECT + "/tasks"
+WORKERS: Final = PROJECT + "/workers"
