@@ -1,6 +1,6 @@
-"""Transaction pooling (docs/operations.md, "pgbouncer"): the shell through a real pgbouncer (Debian's, 1.18:
-pool_mode = transaction, two server connections per database and user for the shell's pool of four) in front
-of the session cluster, a fresh database per test.
+"""Transaction pooling (docs/operations.md, "pgbouncer"): the shell through a real pgbouncer (Debian's: 1.18
+on Debian 12, 1.24 on Debian 13; pool_mode = transaction, two server connections per database and user for the
+shell's pool of four) in front of the session cluster, a fresh database per test.
 
 With `prepared_statements = false` in shell.toml, a real Worker process completes Runs and the user API
 enqueues, cancels (the SERIALIZABLE call) and reads timelines; the admin console (SHOW CLIENTS, SERVERS,
@@ -9,8 +9,9 @@ that the shell's client connections shared. With prepared statements on (the def
 connection), the same reads fail: pgbouncer before 1.21 keeps no prepared statement, so a statement psycopg
 prepared on one server connection is missing on the next (26000) or its name is taken there (42P05), answered
 500 internal.error and logged with that SQLSTATE; or the name there is another client's statement, which the
-server refuses only because its parameter count differs (08P01, 503). The same reads over a direct
-connection pass.
+server refuses only because its parameter count differs (08P01, 503); from 1.21 the same holds with
+max_prepared_statements = 0, which the fixture sets. The same reads over a direct connection pass, and so do
+they through a pgbouncer from 1.21 that tracks prepared statements (max_prepared_statements = 200).
 
 Touches: a temporary folder under /tmp (pgbouncer's configuration), a pgbouncer child process (run as the
 postgres OS user: it refuses to run as root), the session cluster's per-test database, loopback ports, the
@@ -67,6 +68,14 @@ ENQUEUE: Final = "qinglong/run-enqueue@v1"
 CANCEL: Final = "qinglong/run-cancellation@v1"
 LOST_PREPARED: Final = frozenset({"26000", "42P05"})  # invalid_sql_statement_name, duplicate_prepared_statement
 MISMATCHED_BIND: Final = "08P01"  # "bind message supplies 2 parameters, but prepared statement … requires 5"
+TRACKING_FROM: Final = (1, 21)  # the first pgbouncer with max_prepared_statements
+
+
+def _version() -> tuple[int, int]:
+    """The installed pgbouncer's (major, minor), from `pgbouncer --version` ("PgBouncer 1.18.0")."""
+    first = subprocess.run(["pgbouncer", "--version"], capture_output=True, text=True, check=True).stdout.split()
+    major, minor = first[1].split(".")[:2]
+    return int(major), int(minor)
 
 
 # -- pgbouncer -------------------------------------------------------------------------------------
@@ -103,7 +112,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def bouncer(cluster: Cluster) -> Iterator[Bouncer]:
+def bouncer(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Bouncer]:
+    """pgbouncer with max_prepared_statements = the test's indirect parameter (0 unless given), a setting
+    written only where the version has it (1.21 on)."""
+    tracked: int = getattr(request, "param", 0)
+    tracking = f"max_prepared_statements = {tracked}" if _version() >= TRACKING_FROM else ""
     folder = Path(tempfile.mkdtemp(prefix="ql-pgbouncer-", dir="/tmp"))  # postgres must read it
     folder.chmod(0o755)
     port = _free_port()
@@ -119,6 +132,7 @@ def bouncer(cluster: Cluster) -> Iterator[Bouncer]:
                 f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =",
                 f"auth_type = trust\nauth_file = {users}\nadmin_users = postgres",
                 f"pool_mode = transaction\ndefault_pool_size = {SERVER_POOL}\nmax_client_conn = 64",
+                tracking,
                 "",
             )
         )
@@ -153,11 +167,15 @@ def bouncer(cluster: Cluster) -> Iterator[Bouncer]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_bouncer_is_the_debian_pgbouncer_before_protocol_level_prepared_statements(bouncer: Bouncer) -> None:
-    """What this file shows holds for pgbouncer < 1.21 (Debian 12's): it keeps no prepared statement in
-    transaction mode, whatever the client does. From 1.21, max_prepared_statements > 0 tracks them."""
+def test_the_bouncer_keeps_no_prepared_statement(bouncer: Bouncer) -> None:
+    """The failures shown below need a pgbouncer that keeps no prepared statement in transaction mode: one
+    before 1.21 (Debian 12's 1.18), or one from 1.21 with max_prepared_statements = 0 (Debian 13's 1.24)."""
     [row] = bouncer.console("SHOW VERSION")
-    assert str(row["version"]).startswith("PgBouncer 1.18"), row
+    version = tuple(int(n) for n in str(row["version"]).split()[1].split(".")[:2])
+    assert version == _version(), row
+    if version >= TRACKING_FROM:
+        tracked = {r["key"]: r["value"] for r in bouncer.console("SHOW CONFIG")}["max_prepared_statements"]
+        assert tracked == "0", tracked
 
 
 # -- the shell through it --------------------------------------------------------------------------
@@ -261,20 +279,13 @@ async def test_a_worker_process_and_the_user_api_work_through_pgbouncer_in_trans
     assert stats["total_xact_count"] >= calls, (stats, calls)
 
 
-@pytest.mark.parametrize(
-    ("through", "prepared_statements"),
-    [("pgbouncer", False), ("pgbouncer", True), ("direct", True)],
-    ids=["pgbouncer-prepared-off", "pgbouncer-prepared-on", "direct-prepared-on"],
-)
-async def test_prepared_statements_fail_through_pgbouncer_in_transaction_mode_only(
-    through: str, prepared_statements: bool, pki: Pki, database: PgDatabase, bouncer: Bouncer, logs: Logs
-) -> None:
-    """Concurrent timeline reads (admission + run_timeline_v1, each run more often than the 5 times after
-    which psycopg prepares) through pgbouncer or straight to PostgreSQL: with prepared statements on through
-    pgbouncer some are 500 internal.error, logged with the SQLSTATE of a lost prepared statement; every
-    other way, all are 200."""
+async def _timeline_reads(
+    dsn: str, prepared_statements: bool, pki: Pki, database: PgDatabase, logs: Logs
+) -> tuple[set[tuple[int, str | None]], list[dict[str, Any]]]:
+    """Concurrent timeline reads (admission + run_timeline_v1, each run more often than the 5 times after which
+    psycopg prepares) by a shell whose DSN is `dsn`: the set of (status, code) answered and the shell's
+    database_error log lines."""
     seed = seed_database(database.dsn(), pki)
-    dsn = bouncer.dsn(database.name) if through == "pgbouncer" else database.runtime_dsn
     db = Database(dsn, max_size=SHELL_POOL, prepared_statements=prepared_statements)
     async with serve_shell(db, pki) as shell, user_http(pki) as http:
         paths = [f"/api/v3/projects/{seed.project_p}/runs/{r}" for r in seed.runs_p]
@@ -283,8 +294,22 @@ async def test_prepared_statements_fail_through_pgbouncer_in_transaction_mode_on
             replies += await asyncio.gather(
                 *(user_call(http, shell, "GET", p, token=seed.operator.token) for p in paths * 2)
             )
-    statuses = {(r.status, r.code) for r in replies}
     errors = [json.loads(line) for line in logs.shell.lines if '"event": "database_error"' in line]
+    return {(r.status, r.code) for r in replies}, errors
+
+
+@pytest.mark.parametrize(
+    ("through", "prepared_statements"),
+    [("pgbouncer", False), ("pgbouncer", True), ("direct", True)],
+    ids=["pgbouncer-prepared-off", "pgbouncer-prepared-on", "direct-prepared-on"],
+)
+async def test_prepared_statements_fail_through_pgbouncer_in_transaction_mode_only(
+    through: str, prepared_statements: bool, pki: Pki, database: PgDatabase, bouncer: Bouncer, logs: Logs
+) -> None:
+    """With prepared statements on through a pgbouncer that keeps none, some reads are 500 internal.error,
+    logged with the SQLSTATE of a lost prepared statement; every other way, all are 200."""
+    dsn = bouncer.dsn(database.name) if through == "pgbouncer" else database.runtime_dsn
+    statuses, errors = await _timeline_reads(dsn, prepared_statements, pki, database, logs)
     if through == "direct" or not prepared_statements:
         assert statuses == {(200, None)} and errors == [], (statuses, errors)
         return
@@ -292,3 +317,14 @@ async def test_prepared_statements_fail_through_pgbouncer_in_transaction_mode_on
     assert (500, "internal.error") in statuses and statuses <= {(200, None), *refused}, statuses
     states = {e["sqlstate"] for e in errors}
     assert states & LOST_PREPARED and states <= {*LOST_PREPARED, MISMATCHED_BIND}, errors
+
+
+@pytest.mark.skipif(_version() < TRACKING_FROM, reason="this pgbouncer cannot track prepared statements (< 1.21)")
+@pytest.mark.parametrize("bouncer", [200], indirect=True, ids=["max_prepared_statements=200"])
+async def test_prepared_statements_work_through_a_pgbouncer_that_tracks_them(
+    pki: Pki, database: PgDatabase, bouncer: Bouncer, logs: Logs
+) -> None:
+    """From pgbouncer 1.21, max_prepared_statements > 0 keeps psycopg's protocol-level prepared statements
+    across server connections: the same reads with prepared statements on are all 200."""
+    statuses, errors = await _timeline_reads(bouncer.dsn(database.name), True, pki, database, logs)
+    assert statuses == {(200, None)} and errors == [], (statuses, errors)
