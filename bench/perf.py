@@ -1,4 +1,4 @@
-"""(h) The performance figures of issue 12, in one run: a renewal soak (8 connections renewing 8 Attempts
+"""(h) The performance figures and their targets, in one run: a renewal soak (8 connections renewing 8 Attempts
 of ONE Worker at once; MultiXacts created per renewal, from pg_control_checkpoint()'s next MultiXact id
 after a CHECKPOINT before and after), the retry scan of ql_api.lease_expiry_reconcile_v1 with 100,000 Runs
 waiting for a retry and none due (shared buffers hit + read of its statements in one call, from
@@ -290,7 +290,7 @@ async def run(env: Env, seconds: float, a: dict[str, Any], b: dict[str, Any]) ->
     retry = h["retry"]
     scan_lines = "\n".join(f"- `{label}`: {fmt(blocks)} buffers" for label, blocks in retry["statements"])
     markdown = (
-        "## (h) Performance figures (issue 12)\n\n"
+        "## (h) Performance figures\n\n"
         "Combined from (a), (b) and this part, all in this run; also in bench/results.json under `perf` (a figure "
         "this run did not measure keeps its earlier value, marked). Where a target is not met, the sections (a) and "
         "(b) show what bounds it: the CPU split per call (load generator, shell, PostgreSQL), the per-call-type "

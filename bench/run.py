@@ -4,7 +4,7 @@ cancellation convergence, (d) a Worker supervising its journal, (e) chaos on rea
 killed and frozen Workers, a deleted journal; bench/chaos.py, also bench/results.json), (f) a connection
 flood against the shell's default connection budgets (bench/flood.py, also bench/results.json), (g) failovers
 of a Patroni cluster under load (bench/failover.py, its own three-node cluster, also bench/results.json),
-(h) issue 12's performance figures (bench/perf.py: a renewal soak, the retry scan, and the figures of (a) and
+(h) the performance figures (bench/perf.py: a renewal soak, the retry scan, and the figures of (a) and
 (b) combined, also bench/results.json under `perf`).
 Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
 measured in this run.

@@ -1,4 +1,4 @@
-"""Chaos on real parts, short (issue 9, deliverable 6): the engine of tests.support.chaos at about 36 Runs —
+"""Chaos on real parts, short (the long run: bench/chaos.py): the engine of tests.support.chaos at about 36 Runs —
 the real shell as its own process, three `qinglong-worker run` processes behind TCP fault proxies that
 lose answers after the shell committed, cut, stall and reset; Workers SIGKILLed and restarted (once past
 the Lease TTL + grace), frozen with SIGSTOP, one journal deleted under its Worker. Every zero of

@@ -1,4 +1,4 @@
-"""seed ADR-0118 evidence 12 on a real PostgreSQL: a user cancellation intent and a cancellation convergence,
+"""decision 0000 (ADR-0118 evidence 12) on a real PostgreSQL: a user cancellation intent and a cancellation convergence,
 each with its backend terminated right after the driver-confirmed COMMIT, survive the physical
 promotion of a synchronous (remote_apply) streaming standby: replays answer already_requested and
 scanned 0, and the promoted node holds the same Run version, event sequence, events and dedupe keys
@@ -484,7 +484,7 @@ def test_cancellation_and_convergence_survive_promotion(
         report(f"promoted primary (timeline {timeline}): {promoted.figures(pre)}")
 
         # -- the promoted node takes writes; the replays stay replays. The Run is terminal now, so the
-        # same cancellation command answers already_terminal (seed ADR-0118 §6), with the same intent. ---
+        # same cancellation command answers already_terminal (decision 0000 (ADR-0118 §6)), with the same intent. ---
         with standby.connect("ql_runtime") as rt:
             readmitted = call(
                 rt,

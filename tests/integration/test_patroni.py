@@ -1,10 +1,10 @@
-"""Issue 15 item 4, short: a Patroni cluster on one machine (three PostgreSQL nodes under Debian's Patroni
-and one etcd, synchronous_mode, pg_cron preloaded on every node) failing over once under load — the engine of
-tests.support.chaos.failover: the real shell and three real Workers connecting with a multi-host DSN and
-`target_session_attrs=read-write`, users enqueueing and cancelling, convergence running, and the leader's
-postmaster SIGKILLed. Asserted: no acknowledged transition lost, no duplicated event, no task stopped because
-of the failover, no Run stuck, a bounded unavailability window, and pg_cron's convergence ran on the new
-leader after its promotion.
+"""Failover, short (the long run: bench/failover.py): a Patroni cluster on one machine (three PostgreSQL nodes
+under Debian's Patroni and one etcd, synchronous_mode, pg_cron preloaded on every node) failing over once
+under load — the engine of tests.support.chaos.failover: the real shell and three real Workers connecting with
+a multi-host DSN and `target_session_attrs=read-write`, users enqueueing and cancelling, convergence running,
+and the leader's postmaster SIGKILLed. Asserted: no acknowledged transition lost, no duplicated event, no task
+stopped because of the failover, no Run stuck, a bounded unavailability window, and pg_cron's convergence ran
+on the new leader after its promotion.
 
 Touches: a fresh 0755 folder under /tmp (removed), loopback ports, the processes it starts (etcd, Patroni and
 its postgres servers, the shell, the Workers, their tasks). About 2 minutes on 2 cores (up to a minute of it

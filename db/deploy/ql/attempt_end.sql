@@ -26,7 +26,7 @@ as $$
 -- schedules a retry (retry_wait at now + retryBackoffMs) while the pinned plan's maxAttempts allows.
 -- The caller holds the Run and Attempt row locks (ql.attempt_fence) and passes database time.
 -- The Run is written once (one UPDATE makes its move and takes both events' sequences).
--- Convergence passes stable event ids (seed ADR-0118 §7); everyone else gets fresh server ids.
+-- Convergence passes stable event ids (decision 0000 (ADR-0118 §7)); everyone else gets fresh server ids.
 declare
   v_attempt_status ql.attempt_status;
   v_run_status ql.run_status;

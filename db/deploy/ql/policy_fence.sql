@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql.policy_fence: re-verify an admitted user mutation inside the mutating transaction (seed ADR-0118 §6).
+-- ql.policy_fence: re-verify an admitted user mutation inside the mutating transaction (decision 0000 (ADR-0118 §6)).
 -- Lock order: project (FOR SHARE: a policy change updates the project row and waits for, or is waited on by, this
 --   transaction) → role binding (read); the caller then locks the Run.
 create or replace function ql.policy_fence(

@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql.stable_event_id: an event id a retried convergence computes again (seed ADR-0118 §7).
+-- ql.stable_event_id: an event id a retried convergence computes again (decision 0000 (ADR-0118 §7)).
 create or replace function ql.stable_event_id(p_domain text, p_run_id uuid, p_attempt_id uuid, p_cancel_at_ms bigint)
 returns uuid
 language sql

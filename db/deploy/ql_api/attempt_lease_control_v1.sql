@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (seed ADR-0118 §2).
+-- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (decision 0000 (ADR-0118 §2)).
 -- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the advisory
 --   lock first); the full path: ql.attempt_fence (its lock order).
 create or replace function ql_api.attempt_lease_control_v1(

@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.run_cancel_request_v1: a user's cancellation of a Run, under an in-transaction policy fence (seed ADR-0118 §6).
+-- ql_api.run_cancel_request_v1: a user's cancellation of a Run, under an in-transaction policy fence (decision 0000 (ADR-0118 §6)).
 -- Lock order: project (FOR SHARE) → role binding (read) → run (FOR NO KEY UPDATE).
 create or replace function ql_api.run_cancel_request_v1(
   p_subject_id uuid,

@@ -4,7 +4,7 @@
 begin;
 set local role ql_owner;
 
--- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (seed ADR-0118 §7).
+-- ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence (decision 0000 (ADR-0118 §7)).
 -- Lock order: run (FOR NO KEY UPDATE SKIP LOCKED) → Attempt advisory lock (TRY: a busy Attempt is blocked, never
 --   waited for, so the fence's order, advisory → run, cannot deadlock) → attempt → lease.
 create or replace function ql_api.run_cancellation_converge_v1(p_limit integer)

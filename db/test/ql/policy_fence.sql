@@ -1,4 +1,4 @@
--- Tests ql.policy_fence: the in-transaction re-verification of an admitted user mutation (seed ADR-0118 §6),
+-- Tests ql.policy_fence: the in-transaction re-verification of an admitted user mutation (decision 0000 (ADR-0118 §6)),
 -- every branch and its precedence, called as the owner would (superuser; the helper is private).
 begin;
 \ir ../fixtures.psql

@@ -1,4 +1,4 @@
--- Tests ql.stable_event_id: the first 128 bits of SHA-256 over domain|run|attempt|cancel_at, so a retried convergence reproduces its event ids (seed ADR-0118 §7).
+-- Tests ql.stable_event_id: the first 128 bits of SHA-256 over domain|run|attempt|cancel_at, so a retried convergence reproduces its event ids (decision 0000 (ADR-0118 §7)).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

@@ -1,4 +1,4 @@
--- Tests ql_api.attempt_activation_v1: starting/running/start_failure ACKs, the durable deadline (seed ADR-0118 §3), replays, invalid, not_found and every fence; structure and grants.
+-- Tests ql_api.attempt_activation_v1: starting/running/start_failure ACKs, the durable deadline (decision 0000 (ADR-0118 §3)), replays, invalid, not_found and every fence; structure and grants.
 begin;
 \ir ../fixtures.psql
 select plan(162);

@@ -1,4 +1,4 @@
--- Tests ql_api.attempt_lease_control_v1: renewal, existing intent, durable timeout intent, terminal projection and every fence (seed ADR-0118 §2, evidence 3).
+-- Tests ql_api.attempt_lease_control_v1: renewal, existing intent, durable timeout intent, terminal projection and every fence (decision 0000 (ADR-0118 §2, evidence 3)).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
@@ -571,7 +571,7 @@ reset role;
 select is(pg_temp.state(), :'before', 'Q: the fenced replay changes nothing');
 
 -- ---------------------------------------------------------------------------------------------
--- No raw token anywhere in the database (seed ADR-0118 evidence 3): only its SHA-256 is stored.
+-- No raw token anywhere in the database (decision 0000 (ADR-0118 evidence 3)): only its SHA-256 is stored.
 select ok(pg_temp.state() !~ 'token-a', 'the raw token text is nowhere in the stored rows');
 select ok(pg_temp.state() !~ :'tok_hex', 'the raw token''s bytes (hex) are nowhere in the stored rows');
 select ok(pg_temp.state() !~ encode(convert_to('token-b', 'UTF8'), 'hex') and pg_temp.state() !~ 'token-b',

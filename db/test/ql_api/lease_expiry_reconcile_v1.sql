@@ -1,6 +1,6 @@
 -- Tests ql_api.lease_expiry_reconcile_v1: expired claims abandoned and offered again, started Attempts lost after
 -- expiry + grace, and the retry authority (retry_wait with backoff, failed when spent, due retry_wait requeued);
--- an intent always wins over a retry (docs/architecture.md §4 item 9, seed ADR-0118 §7).
+-- an intent always wins over a retry (docs/architecture.md §4 item 9, decision 0000 (ADR-0118 §7)).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

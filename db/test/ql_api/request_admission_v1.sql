@@ -1,6 +1,6 @@
 -- Tests ql_api.request_admission_v1: authentication by token digest, the policy decision for every role and
 -- permission, every deny reason, agent approval, the durable audit row of every decision about an active subject
--- (docs/architecture.md §4 item 11, §6, §8; seed ADR-0118 §6: admission and audit before the body is read), an
+-- (docs/architecture.md §4 item 11, §6, §8; decision 0000 (ADR-0118 §6): admission and audit before the body is read), an
 -- unknown token or a disabled subject refused with no write at all, floods included (decision 0006), and invalid
 -- arguments (nothing audited).
 begin;

@@ -1,6 +1,6 @@
 -- Tests ql_api.role_binding_set_v1: grant, role change and revocation bump the binding AND the project version
 -- (so ql.policy_fence fences earlier admissions), invalid and not_found change nothing, and the runtime role
--- (the shell) cannot change policy (docs/architecture.md §8, seed ADR-0118 §6).
+-- (the shell) cannot change policy (docs/architecture.md §8, decision 0000 (ADR-0118 §6)).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

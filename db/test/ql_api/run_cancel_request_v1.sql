@@ -1,5 +1,5 @@
 begin isolation level serializable;
--- Tests ql_api.run_cancel_request_v1: a user's cancellation (seed ADR-0118 §6, evidence 9; docs/architecture.md §4 item 7) as the
+-- Tests ql_api.run_cancel_request_v1: a user's cancellation (decision 0000 (ADR-0118 §6, evidence 9); docs/architecture.md §4 item 7) as the
 -- least-privilege runtime role, after admission: accepted with database time and an actor-bound event, exact
 -- replay, already_requested / already_terminal, every policy fence BEFORE the Run is written (revocation, role
 -- change, project drift, agent approval), the same not_found for another Project's Run and a missing Run,

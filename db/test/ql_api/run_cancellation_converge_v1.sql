@@ -1,5 +1,5 @@
 -- Tests ql_api.run_cancellation_converge_v1: one bounded page of cancellation convergence — queued+claimed, lost+terminal
--- Attempt, timeout, blocked start barrier, stable event ids, paging (seed ADR-0118 §7, evidence 11; docs/architecture.md §4 item 8).
+-- Attempt, timeout, blocked start barrier, stable event ids, paging (decision 0000 (ADR-0118 §7, evidence 11); docs/architecture.md §4 item 8).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
@@ -128,7 +128,7 @@ select results_eq(format($$select e.sequence, e.type, e.actor_kind::text, e.acto
   format($$values (4::bigint, 'attempt.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"attemptNo": 1}'::jsonb),
                   (5::bigint, 'run.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"status": "cancelled"}'::jsonb)$$, :'s1_a'),
   'two reconciler events, attempt.cancelled then run.cancelled, at the next contiguous sequences 4 and 5');
--- seed ADR-0118 evidence 11 names the sequence run.cancel_requested → attempt.cancelled → run.cancelled with the Run
+-- decision 0000 (ADR-0118 evidence 11) names the sequence run.cancel_requested → attempt.cancelled → run.cancelled with the Run
 -- at version 4 / event sequence 3: there the stream begins at the intent. This fixture's Run also carries
 -- run.queued (1, from the enqueue) and attempt.claimed (2, from the pull), so the same three events are
 -- sequences 3..5 and the Run ends at version 6 = 1 + 5 events, event sequence 5.

@@ -1,6 +1,6 @@
 -- Tests ql_api.run_enqueue_v1: a Run pinned to the task's current revision with its run.queued event, the
 -- idempotent mutation (replay, conflict), not_found, every policy fence re-verified in the transaction
--- (docs/architecture.md §4 item 11, seed ADR-0118 §6 by analogy) and invalid arguments.
+-- (docs/architecture.md §4 item 11, decision 0000 (ADR-0118 §6) by analogy) and invalid arguments.
 begin;
 \ir ../fixtures.psql
 \set QUIET 1

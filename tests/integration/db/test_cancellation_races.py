@@ -1,4 +1,4 @@
-"""User cancellation (seed ADR-0118 §6) racing a role revocation, and racing the Worker's completion plus
+"""User cancellation (decision 0000 (ADR-0118 §6)) racing a role revocation, and racing the Worker's completion plus
 a convergence page, through the real SQL API, many rounds each with random small delays so both
 orders happen.
 

@@ -1,4 +1,4 @@
-"""Two and four cancellation convergers at once over 5,000 cancelled Runs (seed ADR-0118 §7): each Run is
+"""Two and four cancellation convergers at once over 5,000 cancelled Runs (decision 0000 (ADR-0118 §7)): each Run is
 converged exactly once, with its stable event IDs and no duplicate event, and a claim whose Lease is
 still active stays blocked, never faked.
 
@@ -150,7 +150,7 @@ def check_database(db: Database, pop: Population) -> None:
         assert Counter(attempts[a] for a in pop.expired.values()) == {"cancelled": EXPIRED_CLAIMS}
         assert Counter(attempts[a] for a in pop.held.values()) == {"claimed": HELD_CLAIMS}
 
-        # Every convergence event carries the stable id of seed ADR-0118 §7, recomputed here in SQL.
+        # Every convergence event carries the stable id of decision 0000 (ADR-0118 §7), recomputed here in SQL.
         stable = conn.execute(
             "select count(*), count(*) filter (where e.event_id = ql.stable_event_id("
             "   case e.type when 'attempt.cancelled' then 'ql.converge.attempt' else 'ql.converge.run' end,"

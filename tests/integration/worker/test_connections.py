@@ -1,9 +1,8 @@
-"""The Worker's one HTTPS authority (docs/architecture.md §7, seed ADR-0112 §2): one keep-alive TLS connection
-carries a whole lifecycle, seen both by the client and, independently, by the server; replacing the
+"""The Worker's one HTTPS authority (docs/architecture.md §7, decision 0000 (ADR-0112 §2)): one keep-alive TLS
+connection carries a whole lifecycle, seen both by the client and, independently, by the server; replacing the
 credential files opens a new connection on the next call and closes the old one.
-Touches: a fresh database, the in-process shell on TLS 1.3 loopback (observed by a middleware), the
-test's credential copies (replaced mid-test by a certificate issued from the session PKI's CA), real
-task processes.
+Touches: a fresh database, the in-process shell on TLS 1.3 loopback (observed by a middleware), the test's
+credential copies (replaced mid-test by a certificate issued from the session PKI's CA), real task processes.
 """
 
 from __future__ import annotations

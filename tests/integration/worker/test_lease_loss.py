@@ -1,10 +1,10 @@
-"""Lease loss on the Worker's side (docs/architecture.md §7, seed ADR-0118 §4 item 3): when the control plane stays
-unreachable past the conservative local expiry (CLOCK_BOOTTIME from the instant the renewal was
-sent), the Worker stops its process locally and never calls the control plane for it again; when the
-durable handle's pid now belongs to another process, nothing is signalled and the record says
+"""Lease loss on the Worker's side (docs/architecture.md §7, decision 0000 (ADR-0118 §4 item 3)): when the
+control plane stays unreachable past the conservative local expiry (CLOCK_BOOTTIME from the instant the
+renewal was sent), the Worker stops its process locally and never calls the control plane for it again; when
+the durable handle's pid now belongs to another process, nothing is signalled and the record says
 `unverified`.
-Touches: a fresh database, the in-process shell on TLS 1.3 loopback (stopped mid-test), real task
-processes and one unrelated stand-in process, the journal (mutated by the test while no Worker owns it).
+Touches: a fresh database, the in-process shell on TLS 1.3 loopback (stopped mid-test), real task processes
+and one unrelated stand-in process, the journal (mutated by the test while no Worker owns it).
 """
 
 from __future__ import annotations

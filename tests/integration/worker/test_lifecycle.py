@@ -1,4 +1,4 @@
-"""The headless lifecycle (docs/architecture.md §7, seed ADR-0112 §3, seed ADR-0118 §5): nothing happens before
+"""The headless lifecycle (docs/architecture.md §7, decision 0000 (ADR-0112 §3, ADR-0118 §5)): nothing happens before
 start(); stop() aborts an in-flight pull, waits, then releases the journal; each tick supervises at
 most one page of records from a stable cursor that wraps around; a recovery_required record found at
 startup fails the lifecycle closed (it never pulls).

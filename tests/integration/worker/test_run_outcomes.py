@@ -1,4 +1,4 @@
-"""How a Run ends when the Worker runs it (docs/architecture.md §7, seed ADR-0118 §2-§4): success with its
+"""How a Run ends when the Worker runs it (docs/architecture.md §7, decision 0000 (ADR-0118 §2-§4)): success with its
 output in the database before the completion, which carries no artifact; a timeout decided by the control
 plane (never a local timer) and delivered as stop_requested; a user cancellation delivered the same way.
 Touches: a fresh database, the in-process shell on TLS 1.3 loopback, real task processes.

@@ -1,4 +1,4 @@
-"""A task's output reaches the database while it runs (issue 13, item 2; qinglong/run-output@v1): stdout
+"""A task's output reaches the database while it runs (qinglong/run-output@v1): stdout
 and stderr as two streams with their exact bytes; output of a task still running; a 5 MiB stdout costs
 its head and its tail on the wire and in the database; a Worker killed and restarted mid-task goes on
 from where the database is, without a gap or a duplicate; a restarted Worker's first append from 0 is

@@ -1,9 +1,9 @@
-"""`qinglong-worker run` as its own OS process (docs/architecture.md §7, seed ADR-0112 §3): a Worker killed with
-SIGKILL while its task runs adopts the still-running process when restarted and completes the Run
-with the task's real exit code; SIGTERM stops it in order within its shutdown budget and releases
-the journal.
-Touches: a fresh database, the in-process shell on TLS 1.3 loopback, Worker processes and their task
-processes (this process is their child subreaper meanwhile), the journal (read-only while owned).
+"""`qinglong-worker run` as its own OS process (docs/architecture.md §7, decision 0000 (ADR-0112 §3)): a
+Worker killed with SIGKILL while its task runs adopts the still-running process when restarted and completes
+the Run with the task's real exit code; SIGTERM stops it in order within its shutdown budget and releases the
+journal.
+Touches: a fresh database, the in-process shell on TLS 1.3 loopback, Worker processes and their task processes
+(this process is their child subreaper meanwhile), the journal (read-only while owned).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The phase and the Offer id come from the path, the fence from the body (start-failure adds its
 errorCode). The answer is ql_api.attempt_activation_v1's result: a status and the exact
-ql.attempt_snapshot projection, ≤ 16 KiB, never the token or its digest (seed ADR-0112 §1, restated in
+ql.attempt_snapshot projection, ≤ 16 KiB, never the token or its digest (decision 0000 (ADR-0112 §1), restated in
 docs/decisions/0000-seed-records.md). The snapshot carries the Run's cancel intent; `not_started` means
 a starting ACK found an intent and ended the Attempt: nothing may be spawned.
 """

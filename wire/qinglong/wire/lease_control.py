@@ -4,7 +4,7 @@ The request: the full fence with the Offer id and the version the Worker expects
 answer is ql_api.attempt_lease_control_v1's result, ≤ 4 KiB, one class per status with exactly the keys
 the function builds: `renewed` (stopReason and cancelRequestedAtMs are present and null),
 `stop_requested` (both set) or `terminal`. It never echoes the token or its digest.
-`check_lease_version` is the receiver's rule (seed ADR-0118 §1, restated in
+`check_lease_version` is the receiver's rule (decision 0000 (ADR-0118 §1), restated in
 docs/decisions/0000-seed-records.md): a renewed or stop_requested version is exactly expectedVersion +
 1.
 """

@@ -9,7 +9,7 @@ were held back in between. Standard library only.
 
 A record's message is the event's fields (`Line`), turned into JSON text only when something asks for
 the text; JsonLines encodes them once, with its head, instead of parsing the text back (the shell writes
-one line per request: issue 12 measured the double encoding at about a tenth of its CPU per renewal).
+one line per request: a profile measured the double encoding at about a tenth of its CPU per renewal).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""IngressClient: the Worker's one HTTPS authority to the shell (seed ADR-0112 §2, docs/architecture.md §7).
+"""IngressClient: the Worker's one HTTPS authority to the shell (decision 0000 (ADR-0112 §2), docs/architecture.md §7).
 Touches the network (one keep-alive socket per origin per credential fingerprint) and reads the
 credential files it is given on every call.
 

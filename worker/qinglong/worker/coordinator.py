@@ -1,5 +1,5 @@
 """Coordinator.reconcile(offer_id): keep one started Attempt honest
-(seed ADR-0118 §4) and ship its output. Touches the journal (compare-and-set), the control plane
+(decision 0000 (ADR-0118 §4)) and ship its output. Touches the journal (compare-and-set), the control plane
 (through the one client), the local process (through the identity-checked controller) and its output
 files (read only, through the Executor). No timers: the lifecycle calls it.
 
@@ -245,7 +245,7 @@ class Coordinator:
             return self._save(
                 record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
             )
-        record = self._save(record, record.state, renewed)  # persist before acting (seed ADR-0118 §4 item 4)
+        record = self._save(record, record.state, renewed)  # persist before acting (decision 0000 (ADR-0118 §4 item 4))
         if renewed.lease_expires_boottime_ns is not None:
             with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late
                 self._executor.extend_lease(handle, renewed.lease_expires_boottime_ns)

@@ -1,5 +1,5 @@
-"""Lifecycle: the Worker's explicit, timer-free lifecycle (seed ADR-0112 §3,
-seed ADR-0118 §5). Touches the journal (ownership, paging), the control plane and local processes only
+"""Lifecycle: the Worker's explicit, timer-free lifecycle (decision 0000 (ADR-0112 §3,
+ADR-0118 §5)). Touches the journal (ownership, paging), the control plane and local processes only
 through the Processor, the coordinator and the one client it is given.
 
 - Nothing at import or construction: no lock, socket, task or timer.

@@ -1,5 +1,5 @@
 """The Processor: drives one inbox record from `accepted` to a started, acknowledged process
-(seed ADR-0112 §3, seed ADR-0118 §3). Touches the journal (compare-and-set), the control plane (through the
+(decision 0000 (ADR-0112 §3, ADR-0118 §3)). Touches the journal (compare-and-set), the control plane (through the
 one client) and the local process table (through the Executor).
 
 accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snapshot has deadlineAtMs)
