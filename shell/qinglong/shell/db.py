@@ -49,6 +49,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from qinglong.shell.config import ShellConfig
@@ -103,6 +104,11 @@ def classify(exc: psycopg.Error) -> StorageError:
     if state in CONFLICT:
         return StorageConflict(state, name)
     return DatabaseFault(state, name)
+
+
+def jsonb(value: object) -> object:
+    """A route's argument that is a JSON array or object, bound as jsonb (psycopg's adapter stays here)."""
+    return Jsonb(value)
 
 
 def statement(function: str, parameters: Iterable[str]) -> str:

@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Never, TypeAlias, TypeVar, cast
 
-from psycopg.types.json import Jsonb
-
+from qinglong.shell.db import jsonb
 from qinglong.wire import (
     CANCELLATION_RESPONSES,
     ENQUEUE_RESPONSES,
@@ -257,7 +256,7 @@ def _completion(c: Call, b: CompletionRequest) -> Args:
         "p_lease_version": b.lease_version,
         "p_exit_code": b.exit_code,
         "p_error_code": b.error_code,
-        "p_artifacts": Jsonb([a.to_obj() for a in b.artifacts]),
+        "p_artifacts": jsonb([a.to_obj() for a in b.artifacts]),
     }
 
 
