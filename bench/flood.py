@@ -84,17 +84,29 @@ async def _until_closed(reader: asyncio.StreamReader) -> None:
             pass
 
 
+async def _connect(
+    port: int, ctx: ssl.SSLContext, counts: Counts
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A TLS connection to the listener, counted accepted; or None, counted refused, after a pause of 1-2 s
+    (random: load shaping, not security)."""
+    try:
+        opened = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30)
+    except (OSError, TimeoutError):
+        counts.refused += 1
+        await asyncio.sleep(random.uniform(1.0, 2.0))  # noqa: S311
+        return None
+    counts.accepted += 1
+    return opened
+
+
 async def idle_client(port: int, ctx: ssl.SSLContext, counts: Counts, stop: asyncio.Event) -> None:
     """Open a TLS connection, send nothing, wait for the shell to close it; again until `stop`."""
-    await asyncio.sleep(random.uniform(0, RAMP_S))  # noqa: S311 - load shaping, not security
+    await asyncio.sleep(random.uniform(0, RAMP_S))  # noqa: S311
     while not stop.is_set():
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30)
-        except (OSError, TimeoutError):
-            counts.refused += 1
-            await asyncio.sleep(random.uniform(1.0, 2.0))  # noqa: S311
+        opened = await _connect(port, ctx, counts)
+        if opened is None:
             continue
-        counts.accepted += 1
+        reader, writer = opened
         try:
             await _until_closed(reader)
             counts.closed_by_shell += 1
@@ -106,13 +118,10 @@ async def slowloris_client(port: int, ctx: ssl.SSLContext, counts: Counts, stop:
     """Drip an endless request head one byte every DRIP_S; reconnect when closed, until `stop`."""
     await asyncio.sleep(random.uniform(0, RAMP_S))  # noqa: S311
     while not stop.is_set():
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30)
-        except (OSError, TimeoutError):
-            counts.refused += 1
-            await asyncio.sleep(random.uniform(1.0, 2.0))  # noqa: S311
+        opened = await _connect(port, ctx, counts)
+        if opened is None:
             continue
-        counts.accepted += 1
+        reader, writer = opened
         closed = asyncio.ensure_future(_until_closed(reader))
         try:
             writer.write(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")

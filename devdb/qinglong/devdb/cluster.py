@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 from urllib.parse import quote
 
 __all__ = ["Cluster", "ClusterError", "server_bindir"]
@@ -245,15 +245,7 @@ class Cluster:
         for locale in ("--locale=C.UTF-8", "--no-locale"):
             command = [*base, locale]
             with self._log(f"initdb: {' '.join(command)}") as log:
-                result = subprocess.run(
-                    _as_user(command, user),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.root,
-                    env=_child_env(user),
-                    check=False,
-                )
+                result = subprocess.run(**self._child(command, user, log), check=False)
             if result.returncode == 0:
                 return
         raise ClusterError(
@@ -297,15 +289,7 @@ class Cluster:
         self._owner_pid = os.getpid()
         atexit.register(self._stop_at_exit)
         with self._log(f"start: {' '.join(command)} (port {self.port})") as log:
-            self._proc = subprocess.Popen(
-                _as_user(command, user),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.root,
-                env=_child_env(user),
-                start_new_session=True,
-            )
+            self._proc = subprocess.Popen(**self._child(command, user, log), start_new_session=True)
         proc = self._proc
         deadline = time.monotonic() + _START_TIMEOUT
         try:
@@ -365,6 +349,18 @@ class Cluster:
         if "Address already in use" in new_output:
             return True
         return not _port_free(self.host, self.port)
+
+    def _child(self, command: list[str], user: _OsUser | None, log: IO[bytes]) -> dict[str, Any]:
+        """The subprocess arguments of a tool or the server: run as `user` in the cluster's folder, its
+        output into `log`, without PG* variables."""
+        return {
+            "args": _as_user(command, user),
+            "stdin": subprocess.DEVNULL,
+            "stdout": log,
+            "stderr": subprocess.STDOUT,
+            "cwd": self.root,
+            "env": _child_env(user),
+        }
 
     @contextlib.contextmanager
     def _log(self, headline: str) -> Iterator[IO[bytes]]:
