@@ -13,14 +13,19 @@ parallel safe
 --   run.read  : owner, admin, operator, viewer
 --   run.start : owner, admin, operator
 --   run.stop  : owner, admin, operator
+--   secret.read  : owner, admin, operator, viewer (names, versions, sizes: never a value)
+--   secret.write : owner, admin
 return coalesce(case p_permission
   when 'run.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
   when 'run.start' then p_role in ('owner', 'admin', 'operator')
   when 'run.stop' then p_role in ('owner', 'admin', 'operator')
+  when 'secret.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
+  when 'secret.write' then p_role in ('owner', 'admin')
 end, false);
 
 comment on function ql.role_allows(text, text) is
-'Returns true when the role grants the permission (run.read, run.start, run.stop), false for anything else. '
+'Returns true when the role grants the permission (run.read, run.start, run.stop, secret.read, secret.write), '
+'false for anything else. '
 'Never raises.';
 
 commit;

@@ -5,7 +5,7 @@ begin;
 set local role ql_owner;
 
 -- ql_api.task_create_v1: create a task of a Project, or give an existing one a new immutable revision.
--- Lock order: project (FOR SHARE) → task (FOR NO KEY UPDATE).
+-- Lock order: project (FOR SHARE) → the secrets the plan names (FOR SHARE) → task (FOR NO KEY UPDATE).
 create or replace function ql_api.task_create_v1(p_project_id uuid, p_name text, p_plan jsonb)
 returns jsonb
 language plpgsql
@@ -13,17 +13,30 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
--- The new revision becomes the task's current one; Runs already queued keep the revision they pinned.
+-- The new revision becomes the task's current one; Runs already queued keep the revision they pinned. A plan names
+-- secrets, never values: each must be a current secret of the Project (not_found secret, its name as detail); the
+-- versions are chosen later, at each Attempt's starting ACK (ql_api.attempt_activation_v1).
 declare
   v_task uuid;
   v_revision uuid;
   v_status text := 'revised';
+  v_missing text;
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' then return ql.outcome('invalid', 'name'); end if;
   if p_plan is null or not ql.plan_is_valid(p_plan) then return ql.outcome('invalid', 'plan'); end if;
   perform 1 from ql.projects p where p.id = p_project_id and p.status = 'active' for share;
   if not found then return ql.outcome('not_found', 'project'); end if;
+  perform 1 from ql.secrets s
+   where s.project_id = p_project_id and s.name = any (ql.plan_secret_names(p_plan)) and s.current_version > 0
+     for share;
+  select n into v_missing from unnest(ql.plan_secret_names(p_plan)) n
+   where not exists (select 1 from ql.secrets s
+                      where s.project_id = p_project_id and s.name = n and s.current_version > 0)
+   order by n limit 1;
+  if v_missing is not null then
+    return ql.outcome('not_found', 'secret') || jsonb_build_object('detail', v_missing);
+  end if;
 
   select t.id into v_task from ql.tasks t where t.project_id = p_project_id and t.name = p_name for no key update;
   if v_task is null then
@@ -39,7 +52,8 @@ end;
 $$;
 
 comment on function ql_api.task_create_v1(uuid, text, jsonb) is
-'Returns created | revised {taskId, revisionId} | invalid (project_id, name, plan) | not_found (project). '
+'Returns created | revised {taskId, revisionId} | invalid (project_id, name, plan) | not_found (project, secret '
+'with the first missing name as detail). '
 'Raises nothing on input.';
 
 commit;

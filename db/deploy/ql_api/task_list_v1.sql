@@ -19,12 +19,7 @@ declare
   v_project ql.projects;
 begin
   if p_project is null or length(p_project) not between 1 and 200 then return ql.outcome('invalid', 'project_id'); end if;
-  if p_project ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
-    select * into v_project from ql.projects p where p.id = p_project::uuid;
-  end if;
-  if v_project.id is null then
-    select * into v_project from ql.projects p where p.name = p_project;
-  end if;
+  v_project := ql.project_named(p_project);
   if v_project.id is null then return ql.outcome('not_found', 'project'); end if;
   return jsonb_build_object('status', 'listed', 'projectId', v_project.id, 'project', v_project.name, 'tasks',
     (select coalesce(jsonb_agg(jsonb_build_object(

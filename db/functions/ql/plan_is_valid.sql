@@ -9,10 +9,13 @@ parallel safe
 -- 1..2^31-1 or absent (no timeout); maxAttempts: integer 1..100 (default 1); retryBackoffMs:
 -- integer 0..2^31-1 (default 0); pool: 1..64 chars [a-z0-9_-] (default "default"); cwd: 1..4096
 -- chars (optional; the Worker decides where it points); user, group: names [a-z_][a-z0-9_-]{0,31}
--- (optional; the Worker decides whether it may switch to them). No other keys.
+-- (optional; the Worker decides whether it may switch to them); secretEnv: object of 1..16 environment names
+-- ([A-Za-z_][A-Za-z0-9_]{0,127}, none also in env) to secret names ([A-Z_][A-Z0-9_]{0,63}); secretFiles: object
+-- of 1..16 relative paths (segments of [A-Za-z0-9._-], not . or .., at most 255 chars) to secret names
+-- (docs/decisions/0015-secrets.md); at most 16 distinct secret names in all. No other keys.
 return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
   and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool', 'cwd', 'user',
-                                              'group')), true)
+                                              'group', 'secretEnv', 'secretFiles')), true)
        from pg_catalog.jsonb_object_keys(p_plan) as k)
   and pg_catalog.jsonb_typeof(p_plan -> 'argv') = 'array'
   and pg_catalog.jsonb_array_length(p_plan -> 'argv') between 1 and 256
@@ -45,7 +48,25 @@ return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
         and (p_plan ->> 'user') ~ '^[a-z_][a-z0-9_-]{0,31}$'))
   and (not p_plan ? 'group' or (
         pg_catalog.jsonb_typeof(p_plan -> 'group') = 'string'
-        and (p_plan ->> 'group') ~ '^[a-z_][a-z0-9_-]{0,31}$')), false);
+        and (p_plan ->> 'group') ~ '^[a-z_][a-z0-9_-]{0,31}$'))
+  and (not p_plan ? 'secretEnv' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'secretEnv') = 'object'
+        and (select pg_catalog.count(*) between 1 and 16
+                    and pg_catalog.bool_and(pg_catalog.jsonb_typeof(e.v) = 'string'
+                                            and e.k ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+                                            and (e.v #>> '{}') ~ '^[A-Z_][A-Z0-9_]{0,63}$'
+                                            and not coalesce(p_plan -> 'env' ? e.k, false))
+               from pg_catalog.jsonb_each(p_plan -> 'secretEnv') as e(k, v))))
+  and (not p_plan ? 'secretFiles' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'secretFiles') = 'object'
+        and (select pg_catalog.count(*) between 1 and 16
+                    and pg_catalog.bool_and(pg_catalog.jsonb_typeof(f.v) = 'string'
+                                            and pg_catalog.char_length(f.k) <= 255
+                                            and f.k ~ '^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$'
+                                            and f.k !~ '(^|/)\.{1,2}(/|$)'
+                                            and (f.v #>> '{}') ~ '^[A-Z_][A-Z0-9_]{0,63}$')
+               from pg_catalog.jsonb_each(p_plan -> 'secretFiles') as f(k, v))))
+  and pg_catalog.cardinality(ql.plan_secret_names(p_plan)) <= 16, false);
 
 comment on function ql.plan_is_valid(jsonb) is
 'Returns true when the plan has exactly the documented shape, else false (never NULL, which a CHECK would let '

@@ -1,0 +1,23 @@
+-- Deploy qinglong:ql/plan_secret_names to pg
+-- FROZEN COPY of db/functions/ql/plan_secret_names.sql, written by scripts/sync_functions.py.
+-- Edit that file and re-run the script; never edit this one.
+begin;
+set local role ql_owner;
+
+-- ql.plan_secret_names: the distinct secret names a plan refers to (secretEnv and secretFiles values), sorted.
+create or replace function ql.plan_secret_names(p_plan jsonb)
+returns text[]
+language sql
+immutable
+strict
+parallel safe
+return (select coalesce(pg_catalog.array_agg(distinct v order by v), '{}')
+          from (select e.value as v from pg_catalog.jsonb_each_text(coalesce(p_plan -> 'secretEnv', '{}')) e
+                union all
+                select f.value from pg_catalog.jsonb_each_text(coalesce(p_plan -> 'secretFiles', '{}')) f) s);
+
+comment on function ql.plan_secret_names(jsonb) is
+'Returns the sorted distinct secret names of a valid plan''s secretEnv and secretFiles ({} when it names none). '
+'Never raises on a valid plan.';
+
+commit;
