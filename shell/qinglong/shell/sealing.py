@@ -51,7 +51,7 @@ Reason = Literal["unknown_kek", "tampered"]
 UNKNOWN_KEK: Final[Reason] = "unknown_kek"
 TAMPERED: Final[Reason] = "tampered"
 
-NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")  # an environment-variable name (fullmatch)
+NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")  # an environment-variable name (fullmatch)
 _KEK_TEXT = re.compile(rb"[0-9A-Fa-f]{64}")
 _KEK_FILE_MAX = 4096  # a key file is 64 characters and some whitespace; read no more than this
 
@@ -129,7 +129,7 @@ def _binding(project_id: str, name: str, version_id: str) -> bytes:
     if not isinstance(version_id, str) or UUID_TEXT.fullmatch(version_id) is None:
         raise ValueError("version_id must be a canonical (lowercase) UUID")
     if not isinstance(name, str) or NAME.fullmatch(name) is None:
-        raise ValueError("name must be an environment-variable name: [A-Z_][A-Z0-9_]{0,127}")
+        raise ValueError("name must be an environment-variable name: [A-Z_][A-Z0-9_]{0,63}")
     return f"{project_id}\0{name}\0{version_id}".encode("ascii")
 
 

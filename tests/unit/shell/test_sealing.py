@@ -394,7 +394,7 @@ def _every_call(where: dict[str, str]) -> list[Callable[[], object]]:
 
 
 BAD_UUIDS = [PROJECT.upper(), "{" + PROJECT + "}", PROJECT.replace("-", ""), PROJECT + "\n", ""]
-BAD_NAMES = ["database_password", "1PASSWORD", "A" * 129, "", "DB-PASSWORD", "ÉTÉ", "PASSWORD\n", "PASS WORD"]
+BAD_NAMES = ["database_password", "1PASSWORD", "A" * 65, "", "DB-PASSWORD", "ÉTÉ", "PASSWORD\n", "PASS WORD"]
 
 
 @pytest.mark.parametrize("bad", BAD_UUIDS, ids=["uppercase", "braces", "no-hyphens", "newline", "empty"])
@@ -407,7 +407,7 @@ def test_a_non_canonical_uuid_is_refused(field: str, bad: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", BAD_NAMES, ids=["lowercase", "leading-digit", "129-chars", "empty", "hyphen", "non-ascii", "nl", "space"]
+    "bad", BAD_NAMES, ids=["lowercase", "leading-digit", "65-chars", "empty", "hyphen", "non-ascii", "nl", "space"]
 )
 def test_a_bad_name_is_refused(bad: str) -> None:
     for call in _every_call(WHERE | {"name": bad}):
@@ -416,7 +416,7 @@ def test_a_bad_name_is_refused(bad: str) -> None:
         assert_no_secret(caught.value)
 
 
-@pytest.mark.parametrize("name", ["_", "A", "_9", "A" * 128, "Z" + "_0" * 60])
+@pytest.mark.parametrize("name", ["_", "A", "_9", "A" * 64, "Z" + "_0" * 31])
 def test_a_good_name_is_accepted(name: str) -> None:
     sealer = Sealer(KEK_A)
     assert sealer.open(sealer.seal(VALUE, **(WHERE | {"name": name})), **(WHERE | {"name": name})) == VALUE
