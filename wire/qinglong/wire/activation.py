@@ -4,7 +4,10 @@ The phase and the Offer id come from the path, the fence from the body (start-fa
 errorCode). The answer is ql_api.attempt_activation_v1's result: a status and the exact
 ql.attempt_snapshot projection, ≤ 16 KiB, never the token or its digest (decision 0000 (ADR-0112 §1), restated in
 docs/decisions/0000-seed-records.md). The snapshot carries the Run's cancel intent; `not_started` means
-a starting ACK found an intent and ended the Attempt: nothing may be spawned.
+a starting ACK found an intent (or a secret its plan names was deleted) and ended the Attempt: nothing may be
+spawned. The answer to a starting ACK (first or replayed) of a plan that names secrets carries `secrets`: the
+values of the versions the Attempt received, opened by the shell (docs/decisions/0015-secrets.md). The Worker
+starts nothing unless every secret its plan names is there.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from qinglong.wire.common import (
     ERROR_CODE,
     MAX_INT32,
     RUN_STATUSES,
+    SECRET_NAME_PATTERN,
+    SECRET_REFS_MAX,
+    SECRET_VALUE_MAX_BYTES,
     TIME_MS,
     ArtifactReceipt,
     AttemptFence,
@@ -25,7 +31,7 @@ from qinglong.wire.common import (
     CancelReason,
     RunStatus,
 )
-from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Uuid, wire
+from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
 
 ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 
@@ -84,14 +90,25 @@ class Snapshot(Record):
     artifacts: tuple[ArtifactReceipt, ...] = wire(List(Nested(ArtifactReceipt), max_items=2))
 
 
+class DeliveredSecret(Record):
+    """One secret the Attempt received: its name, the version chosen at the starting ACK, and its value."""
+
+    name: str = wire(Str(64, min_len=1, pattern=SECRET_NAME_PATTERN))
+    version: int = wire(Int(1))
+    value: bytes = wire(Base64Bytes(SECRET_VALUE_MAX_BYTES, min_bytes=1), secret=True)
+
+
 class ActivationResponse(Message):
-    """The ACK's outcome with the exact snapshot."""
+    """The ACK's outcome with the exact snapshot, and the secrets a starting ACK delivers."""
 
     SCHEMA = ACTIVATION_SCHEMA
-    CAP = 16 * KIB
+    CAP = 16 * KIB + SECRET_REFS_MAX * 88 * KIB  # the snapshot, and 16 secrets of 64 KiB in base64 with their names
 
     status: ActivationStatus = wire(Enum(get_args(ActivationStatus)))
     snapshot: Snapshot = wire(Nested(Snapshot))
+    secrets: tuple[DeliveredSecret, ...] | None = wire(
+        List(Nested(DeliveredSecret), max_items=SECRET_REFS_MAX), optional=True, default=None
+    )
 
 
 MESSAGES: Final[tuple[type[Message], ...]] = (

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Final, Literal, get_args
 
 from qinglong.wire.codec import KIB
-from qinglong.wire.common import MAX_INT32, TIME_MS
+from qinglong.wire.common import MAX_INT32, SECRET_NAME_PATTERN, SECRET_REFS_MAX, TIME_MS
 from qinglong.wire.fields import (
     Enum,
     Int,
@@ -40,13 +40,18 @@ ENV_VALUE_MAX_CHARS: Final = 4096
 POOL_PATTERN: Final = "[a-z0-9_-]{1,64}"
 CWD_MAX_CHARS: Final = 4096
 ACCOUNT_PATTERN: Final = "[a-z_][a-z0-9_-]{0,31}"  # a user or group name (a name, never a number)
+SECRET_ENV_NAME_PATTERN: Final = "[A-Za-z_][A-Za-z0-9_]{0,127}"  # a variable a secret is put in
+# A file a secret is written to, relative to the Run's directory: segments of [A-Za-z0-9._-], none . or ..
+SECRET_FILE_PATTERN: Final = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+(?:/(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+)*"
+SECRET_FILE_MAX_CHARS: Final = 255
 
 
 class Plan(Record):
     """A task revision's immutable plan. Absent keys stay absent (no timeout = no timeoutMs). `cwd`,
     `user` and `group` are requests the Worker may refuse (a typed start failure, nothing spawned):
     a relative `cwd` lies inside the Run's own directory, an absolute one needs the Worker's consent,
-    and a user or group must be on the Worker's `run_as` / `run_as_groups` allow-list."""
+    and a user or group must be on the Worker's `run_as` / `run_as_groups` allow-list. `secretEnv` and
+    `secretFiles` name Project secrets, never values: the starting ACK's answer delivers their values."""
 
     argv: tuple[str, ...] = wire(List(Str(ARG_MAX_CHARS), max_items=ARGV_MAX_ITEMS, min_items=1))
     env: Mapping[str, str] | None = wire(
@@ -65,6 +70,22 @@ class Plan(Record):
     cwd: str | None = wire(Str(CWD_MAX_CHARS, min_len=1), optional=True, default=None)
     user: str | None = wire(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), optional=True, default=None)
     group: str | None = wire(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), optional=True, default=None)
+    secret_env: Mapping[str, str] | None = wire(
+        Map(Str(128, min_len=1, pattern=SECRET_ENV_NAME_PATTERN), Str(64, min_len=1, pattern=SECRET_NAME_PATTERN),
+            max_items=SECRET_REFS_MAX),
+        optional=True,
+        default=None,
+    )  # fmt: skip
+    secret_files: Mapping[str, str] | None = wire(
+        Map(Str(SECRET_FILE_MAX_CHARS, min_len=1, pattern=SECRET_FILE_PATTERN),
+            Str(64, min_len=1, pattern=SECRET_NAME_PATTERN), max_items=SECRET_REFS_MAX),
+        optional=True,
+        default=None,
+    )  # fmt: skip
+
+    def secret_names(self) -> frozenset[str]:
+        """The secrets this plan names (ql.plan_secret_names)."""
+        return frozenset((*(self.secret_env or {}).values(), *(self.secret_files or {}).values()))
 
 
 class Offer(Record):

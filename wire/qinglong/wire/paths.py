@@ -30,3 +30,6 @@ RUN_CANCELLATION: Final = RUN + "/cancellation"
 RUN_OUTPUT: Final = RUN + "/output"
 TASKS: Final = PROJECT + "/tasks"
 WORKERS: Final = PROJECT + "/workers"
+SECRETS: Final = PROJECT + "/secrets"
+SECRET: Final = SECRETS + "/{name}"  # PUT: set a new version
+SECRET_DELETION: Final = SECRET + "/deletion"  # POST: delete

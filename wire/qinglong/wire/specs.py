@@ -196,6 +196,7 @@ class Base64Bytes(Spec):
     """Bytes carried as canonical, padded standard base64; Python sees the decoded bytes."""
 
     max_bytes: int
+    min_bytes: int = 0
     json_type = str
 
     def load(self, value: object, where: str) -> bytes:
@@ -217,6 +218,8 @@ class Base64Bytes(Spec):
             raise WireError(BAD_TYPE, f"{where}: expected bytes")
         if len(value) > self.max_bytes:
             raise WireError(TOO_LONG, f"{where}: more than {self.max_bytes} bytes")
+        if len(value) < self.min_bytes:
+            raise WireError(TOO_SHORT, f"{where}: fewer than {self.min_bytes} bytes")
         return value
 
     def dump(self, value: Any) -> object:
