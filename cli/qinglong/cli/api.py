@@ -1,11 +1,12 @@
 """The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show, list Runs, read
-their output, list a project's tasks.
+their output, list a project's tasks, set, delete and list its secrets.
 It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
 Touches the network (one request per call) and reads the CA and token files it is given.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import urllib.error
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
+from qinglong.wire.secrets import SECRET_SCHEMA
 
 
 class ApiError(Exception):
@@ -101,3 +103,20 @@ class UserApi:
         """One page of an Attempt's output; `query` is a RunOutputQuery's query string (qinglong.wire)."""
         path = paths.RUN_OUTPUT.format(project=project, runId=run_id)
         return self.request("GET", path + (f"?{query}" if query else ""))[1]
+
+    def set_secret(self, project: str, name: str, value: bytes, mutation_id: str | None = None) -> dict[str, Any]:
+        """A new version of a project secret (the value travels once, in this body, over TLS)."""
+        body = {
+            "schema": SECRET_SCHEMA,
+            "mutationId": mutation_id or uuid.uuid4().hex,
+            "value": base64.b64encode(value).decode("ascii"),
+        }
+        return self.request("PUT", paths.SECRET.format(project=project, name=name), body)[1]
+
+    def delete_secret(self, project: str, name: str, mutation_id: str | None = None) -> dict[str, Any]:
+        body = {"schema": SECRET_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex}
+        return self.request("POST", paths.SECRET_DELETION.format(project=project, name=name), body)[1]
+
+    def secrets(self, project: str) -> dict[str, Any]:
+        """The project's secrets: names, versions, sizes, who and when (never a value)."""
+        return self.request("GET", paths.SECRETS.format(project=project))[1]

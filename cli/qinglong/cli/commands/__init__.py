@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from qinglong.cli.commands import converge, db, pki, project, role, run, shell, subject, task, worker
+from qinglong.cli.commands import converge, db, pki, project, role, run, secret, shell, subject, task, worker
 from qinglong.cli.common import Commands
 
 GROUPS: tuple[Callable[[Commands], None], ...] = (
@@ -17,6 +17,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     subject.register,
     task.register,
     run.register,
+    secret.register,
     converge.register,
     shell.register,
     role.register,

@@ -40,11 +40,16 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         plan["retryBackoffMs"] = args.retry_backoff_ms
     if args.pool:
         plan["pool"] = args.pool
-    if args.env:
-        pairs = [e.split("=", 1) for e in args.env]
-        if any(len(p) != 2 or not p[0] for p in pairs):
-            raise Failure("--env takes NAME=VALUE")
-        plan["env"] = dict(pairs)
+    for flag, key, given in (
+        ("--env", "env", args.env),
+        ("--secret-env", "secretEnv", args.secret_env),
+        ("--secret-file", "secretFiles", args.secret_file),
+    ):
+        if given:
+            pairs = [e.split("=", 1) for e in given]
+            if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+                raise Failure(f"{flag} takes {'NAME=VALUE' if key == 'env' else 'NAME=SECRET'}")
+            plan[key] = dict(pairs)
     return plan
 
 
@@ -126,6 +131,18 @@ def register(top: Commands) -> None:
     p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry")
     p.add_argument("--pool", help="only Workers of this pool run it")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable)")
+    p.add_argument(
+        "--secret-env",
+        action="append",
+        metavar="NAME=SECRET",
+        help="variable NAME gets the project secret SECRET's value at each start (repeatable)",
+    )
+    p.add_argument(
+        "--secret-file",
+        action="append",
+        metavar="RELPATH=SECRET",
+        help="file RELPATH in the Run's folder (0600) gets the secret's value at each start (repeatable)",
+    )
     p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
     p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
