@@ -19,6 +19,7 @@ from qinglong.cli.common import Commands, Failure, api_options, group
 from qinglong.cli.connect import user_api, user_call
 from qinglong.cli.printing import table
 from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_VALUE_MAX_BYTES
+from qinglong.worker.masking import MIN_MASKED_BYTES
 
 
 def _name(text: str) -> str:
@@ -44,6 +45,8 @@ def _value(args: argparse.Namespace) -> bytes:
         raise Failure("the value is empty")
     if len(value) > SECRET_VALUE_MAX_BYTES:
         raise Failure(f"the value is longer than {SECRET_VALUE_MAX_BYTES} bytes")
+    if len(value) < MIN_MASKED_BYTES:
+        print(f"warning: a value shorter than {MIN_MASKED_BYTES} bytes is not masked in output", file=sys.stderr)
     return value
 
 
