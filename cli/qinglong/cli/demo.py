@@ -44,6 +44,7 @@ from qinglong.cli.api import UserApi
 from qinglong.cli.timeline import render
 from qinglong.db import sqitch
 from qinglong.devdb import Cluster
+from qinglong.shell.sealing import new_kek
 from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 
 EXPECTED = {
@@ -53,6 +54,7 @@ EXPECTED = {
     "survivor": "succeeded",
     "unserved": "cancelled",
     "tick": "succeeded",
+    "uses-secret": "succeeded",
 }
 TASKS: dict[str, tuple[list[str], int]] = {
     "hello": (["sh", "-c", "echo hello from a Qinglong task; sleep 1"], 60000),
@@ -63,6 +65,13 @@ TASKS: dict[str, tuple[list[str], int]] = {
 UNSERVED = "unserved"  # a task of a pool no Worker serves: its cancellation is pg_cron's to converge
 SCHEDULED = "tick"  # a task on cron '* * * * *': pg_cron's convergence fires it at the next whole minute
 TICK = ["sh", "-c", "echo tick: fired by its schedule at $(date -u +%H:%M:%S) UTC"]
+SECRET_TASK = "uses-secret"  # noqa: S105 - a task name. A task given a project secret as a variable and as a file; it prints both
+SECRET_PLAN: dict[str, Any] = {
+    "argv": ["sh", "-c", 'echo "variable: $API_TOKEN"; echo "file: $(cat token.txt)"'],
+    "secretEnv": {"API_TOKEN": "DEMO_TOKEN"},
+    "secretFiles": {"token.txt": "DEMO_TOKEN"},
+    "timeoutMs": 60000,
+}
 
 
 def _clock(ms: int) -> str:
@@ -151,9 +160,12 @@ class Demo:
         secret = root / "cluster.secret"
         secret.write_text(os.urandom(32).hex())
         secret.chmod(0o600)
+        kek = root / "secrets.kek"  # the key-encryption key of project secrets (qinglong secret keygen)
+        kek.write_text(new_kek())
+        kek.chmod(0o600)
         (root / "shell.toml").write_text(
             f'[database]\ndsn = "host=127.0.0.1 port={self.cluster.port} user=ql_runtime dbname=qinglong"\n'
-            f'[secret]\ncluster_secret_file = "{secret}"\n'
+            f'[secret]\ncluster_secret_file = "{secret}"\n[secrets]\nkek_file = "{kek}"\n'
             f'[worker_listener]\nhost = "127.0.0.1"\nport = {worker_port}\ncertificate = "{certs}/server.crt"\n'
             f'key = "{certs}/server.key"\nclient_ca = "{certs}/ca.crt"\n'
             f'[user_listener]\nhost = "127.0.0.1"\nport = {user_port}\ncertificate = "{certs}/server.crt"\n'
@@ -203,8 +215,19 @@ class Demo:
         admin.call(dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=seer, p_role="viewer", p_active=True)
         say(f"• web console: {self.api_origin}/console/ — project demo, viewer token {viewer} (the shell's "
             f"certificate is signed by the demo's own CA, {certs / 'ca.crt'})")  # fmt: skip
+        owner = os.urandom(24).hex()  # sets the project secret (secret.write: owner and admin)
+        keeper = admin.call(dsn, op.subject_create_v1, p_kind="user", p_name="demo-owner",
+                            p_token_digest=token_digest(owner))["subjectId"]  # fmt: skip
+        admin.call(dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=keeper, p_role="owner",
+                   p_active=True)  # fmt: skip
+        value = f"demo-token-{os.urandom(8).hex()}"
+        stored = UserApi(self.api_origin, owner, certs / "ca.crt").set_secret(project, "DEMO_TOKEN", value.encode())
+        say(
+            f"• secret DEMO_TOKEN: version {stored['version']} sealed by the shell (the database holds only ciphertext)"
+        )
         plans: dict[str, dict[str, Any]] = {name: {"argv": argv, "timeoutMs": t} for name, (argv, t) in TASKS.items()}
         plans[UNSERVED] = {"argv": ["true"], "pool": "nobody"}
+        plans[SECRET_TASK] = SECRET_PLAN
         tasks = {
             name: admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan)["taskId"]
             for name, plan in plans.items()
@@ -260,9 +283,12 @@ class Demo:
         for name, run in runs.items():
             say(render(api.show(project, run), title=f"[{name}]"))
             say("")
-        for name in ("hello", SCHEDULED):
+        for name in ("hello", SCHEDULED, SECRET_TASK):
             say(f"• qinglong run logs --project demo --run {runs.get(name, '?')}   ({name}: its stdout, as stored)")
             say(_stdout(api.output(project, runs[name], "")) if name in runs else "  (did not fire)")
+        printed = _stdout(api.output(project, runs[SECRET_TASK], ""))
+        masked = value not in printed and printed.count("***") == 2
+        say(f"• {SECRET_TASK}: the task printed its secret twice; stored output shows it masked: {masked}")
         with psycopg.connect(dsn) as conn:
             job = conn.execute(
                 "select jobname, schedule, username, command from cron.job where jobname = 'qinglong-converge'"
@@ -274,7 +300,7 @@ class Demo:
         results = {name: status(name) for name in runs}
         if SCHEDULED not in results:
             results[SCHEDULED] = "not fired"
-        ok = results == EXPECTED
+        ok = results == EXPECTED and masked
         summary = ", ".join(f"{n} {s}" for n, s in results.items())
         say(f"{'PASS' if ok else 'FAIL'}: {summary}")
         return 0 if ok else 1
