@@ -116,7 +116,15 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
 class ShellProcess:
     """`python -m qinglong.cli shell serve --config …` over one database, logging to a file."""
 
-    def __init__(self, env: Env, database: str, pool_size: int = 4, name: str = "shell", processes: int = 1) -> None:
+    def __init__(
+        self,
+        env: Env,
+        database: str,
+        pool_size: int = 4,
+        name: str = "shell",
+        processes: int = 1,
+        kek_file: Path | None = None,
+    ) -> None:
         self.env = env
         self.pool_size = pool_size
         self.processes = processes
@@ -128,7 +136,8 @@ class ShellProcess:
             (f"processes = {processes}\n" if processes > 1 else "")
             + f'[database]\ndsn = "{env.dsn(database, "ql_runtime")}"\npool_size = {pool_size}\n'
             f'[secret]\ncluster_secret_file = "{env.secret_file}"\n'
-            f'[worker_listener]\nhost = "127.0.0.1"\nport = {self.worker_port}\n'
+            + (f'[secrets]\nkek_file = "{kek_file}"\n' if kek_file is not None else "")
+            + f'[worker_listener]\nhost = "127.0.0.1"\nport = {self.worker_port}\n'
             f'certificate = "{c}/server.crt"\nkey = "{c}/server.key"\nclient_ca = "{c}/ca.crt"\n'
             f'[user_listener]\nhost = "127.0.0.1"\nport = {self.user_port}\n'
             f'certificate = "{c}/server.crt"\nkey = "{c}/server.key"\n'

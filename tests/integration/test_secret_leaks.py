@@ -1,0 +1,36 @@
+"""Project secrets leak nowhere and are masked, short (the long run: bench/secrets.py, part (i)): the engine of
+tests.support.leaks with ten secrets, two of them rotated while their task still prints, on real parts (its own
+PostgreSQL cluster logging every statement, the real shell with a key-encryption key, a real Worker process,
+real tasks). Each value and its encodings is searched for in the PostgreSQL log, `pg_dump --data-only`, the
+shell's and the Worker's logs and files, the events and every user API answer: zero hits; every printed form
+of every value is masked in the stored output; a Worker of another pool gets no secret; and a plain `--env`
+value of a control task IS found where the search looks, so the zeros mean something.
+Touches: tmp_path (the cluster and every folder of the run), loopback ports, the processes it starts.
+About a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.leaks import FORMS, LeakConfig, run_leaks
+
+pytestmark = pytest.mark.db
+
+
+def test_ten_secrets_leak_nowhere_and_every_printed_form_is_masked(tmp_path: Path) -> None:
+    found = run_leaks(tmp_path / "leaks", LeakConfig(secrets=10, rotations=2))
+    counts = found.counts()
+    shown = json.dumps(counts, indent=1)
+    assert counts["runs"] == counts["runs_succeeded"] == 11, (found.runs, shown)
+    assert counts["secrets_tried"] >= 10, shown
+    assert found.hits == [], shown
+    assert counts["mask_cases"] == 10 * (len(FORMS) + 1), shown
+    assert found.mask_misses == [], shown
+    assert counts["rotations_under_load"] == 2, shown
+    assert counts["stale_calls"] > 0 and counts["deliveries_to_stale_workers"] == 0, shown
+    assert {"postgresql log", "pg_dump --data-only"} <= set(found.control_found_in), found.control_found_in
+    assert any(place.startswith("worker file") for place in found.control_found_in), found.control_found_in
