@@ -60,7 +60,13 @@ TASKS: dict[str, dict[str, Any]] = {
     "loud": {"argv": ["sh", "-c", "seq 1 100000"]},
     "sleeper": {"argv": ["sleep", "120"]},
     "unserved": {"argv": ["true"], "pool": "nobody"},
+    "secretive": {  # prints a project secret it receives as a variable and as a file
+        "argv": ["sh", "-c", 'echo "variable: $S"; echo "file: $(cat s.txt)"'],
+        "secretEnv": {"S": "CONSOLE_SECRET"},
+        "secretFiles": {"s.txt": "CONSOLE_SECRET"},
+    },
 }
+SECRET = f"console-secret-{os.urandom(8).hex()}".encode()
 
 
 @dataclass
@@ -95,13 +101,16 @@ def system() -> Iterator[System]:
             conn.execute("update ql.settings set output_head_bytes = 2048, output_tail_bytes = 65536")
         project = admin.call(dsn, op.project_create_v1, p_name="console")["projectId"]
         tokens = {}
-        for name, kind, role in (("olga", "user", "operator"), ("vic", "user", "viewer"), ("bot", "agent", "operator")):
+        people = (("olga", "user", "operator"), ("vic", "user", "viewer"), ("bot", "agent", "operator"),
+                  ("oona", "user", "owner"))  # fmt: skip
+        for name, kind, role in people:
             tokens[name if kind == "agent" else role] = token = os.urandom(24).hex()
             subject = admin.call(dsn, op.subject_create_v1, p_kind=kind, p_name=name,
                                  p_token_digest=token_digest(token))["subjectId"]  # fmt: skip
             admin.call(
                 dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=subject, p_role=role, p_active=True
             )
+        UserApi(demo.api_origin, tokens["owner"], demo.certs / "ca.crt").set_secret(project, "CONSOLE_SECRET", SECRET)
         tasks = {
             name: admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan)["taskId"]
             for name, plan in TASKS.items()
@@ -284,6 +293,23 @@ def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, bro
     wait(browser, "the Run succeeded in the list",
          lambda d: d.find_element(By.CSS_SELECTOR, f"tr[data-run='{run}'] .status").get_attribute("data-status")
          == "succeeded")  # fmt: skip
+
+
+def test_a_run_that_printed_a_secret_shows_it_masked_and_no_page_holds_it(system: System, browser: Chrome) -> None:
+    run = system.enqueue("secretive")
+    sign_in(browser, system, system.tokens["viewer"])
+    open_run(browser, system, run)
+    wait(browser, "the Run to succeed", lambda d: run_status(d) == "succeeded" and "file:" in text(d, "#output"))
+    assert text(browser, "#output").splitlines() == ["variable: ***", "file: ***"]
+    pages = [browser.page_source]
+    browser.get(f"{system.origin}/console/#/tasks")
+    wait(browser, "the Tasks page", lambda d: "secretive" in text(d, "main"))
+    pages.append(browser.page_source)
+    browser.get(f"{system.origin}/console/#/runs")
+    wait(browser, "the Runs page", lambda d: shown(d, f"#runs-table tr[data-run='{run}']"))
+    pages.append(browser.page_source)
+    value = SECRET.decode()
+    assert len(pages) == 3 and not [p for p in pages if value in p or base64.b64encode(SECRET).decode() in p]
 
 
 def test_a_running_task_s_output_is_followed_live(system: System, browser: Chrome) -> None:
