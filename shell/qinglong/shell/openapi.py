@@ -94,7 +94,9 @@ def _error_response(description: str, codes: list[str]) -> dict[str, Any]:
 def error_responses(route: Route) -> dict[str, Any]:
     """Every error status the route can answer, each with the codes it can answer under it."""
     codes: dict[int, list[str]] = {}
-    for error in route_errors(route.audience, body=route.request is not None, query=route.query is not None):
+    for error in route_errors(
+        route.audience, body=route.request is not None, query=route.query is not None, sealing=route.sealing is not None
+    ):
         codes.setdefault(error.status, []).append(error.code)
     return {str(status): _error_response(HTTPStatus(status).phrase, names) for status, names in sorted(codes.items())}
 

@@ -162,6 +162,9 @@ class RouteOf(Generic[B]):
     shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
     mints_token: bool = False
     query: type[Query] | None = None  # the query parameters a GET takes (none: a query string is ignored)
+    # Project secret values: "seal" seals the body's value before the call (the shell must hold a key-encryption
+    # key), "open" opens the sealed values the database answers (app.py); either answers the secrets.* codes.
+    sealing: Literal["seal", "open"] | None = None
 
     def bind(self, call: Call) -> Args:
         """The function's arguments by name, from the body this route parsed (of its own request type)."""
