@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from qinglong.shell.routes import ROUTES, Route
 from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
-from qinglong.wire.common import NAME_PATTERN
+from qinglong.wire.common import NAME_PATTERN, SECRET_NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
 from qinglong.wire.specs import BASE64URL_32_PATTERN, UUID_PATTERN
@@ -124,6 +124,11 @@ def _operation(route: Route) -> dict[str, Any]:
         params.append({
             "name": "project", "in": "path", "required": True, "description": "the project's id or unique name",
             "schema": {"type": "string", "pattern": f"^{NAME_PATTERN}$"},
+        })  # fmt: skip
+    if "{name}" in route.path:
+        params.append({
+            "name": "name", "in": "path", "required": True, "description": "the secret's name",
+            "schema": {"type": "string", "pattern": f"^{SECRET_NAME_PATTERN}$"},
         })  # fmt: skip
     if route.query is not None:
         params += [
