@@ -71,6 +71,14 @@ from qinglong.wire import (
     RunProjection,
     RunSummary,
     RunTimeline,
+    SecretAlreadyDeleted,
+    SecretAlreadySet,
+    SecretDeleted,
+    SecretDeleteRequest,
+    SecretEntry,
+    SecretList,
+    SecretSet,
+    SecretSetRequest,
     Snapshot,
     TaskList,
     TaskSchedule,
@@ -92,6 +100,7 @@ from qinglong.wire import (
     project,
     ql3w,
     run_list,
+    secrets,
     session,
     tasks,
     timeline,
@@ -144,6 +153,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("Task output", output, output.OUTPUT_SCHEMA),
     Family("Task list", tasks, tasks.TASK_LIST_SCHEMA),
     Family("Project view and its Workers", project, project.PROJECT_VIEW_SCHEMA),
+    Family("Project secrets", secrets, secrets.SECRET_SCHEMA),
     Family("Errors", errors, errors.ERROR_SCHEMA),
 )
 
@@ -419,6 +429,19 @@ def examples() -> dict[type[Message], Message]:
                 ),
             ),
         ),
+        SecretSetRequest(mutation_id="secret-2026-01-01-0001", value=b"FAKE value for the docs only"),
+        SecretSet(name="DB_PASSWORD", version=2, size=28, set_at_ms=T0 + 7),
+        SecretAlreadySet(name="DB_PASSWORD", version=2, size=28, set_at_ms=T0 + 7),
+        SecretDeleteRequest(mutation_id="secret-2026-01-02-0001"),
+        SecretDeleted(name="DB_PASSWORD"),
+        SecretAlreadyDeleted(name="DB_PASSWORD"),
+        SecretList(
+            project_id=PROJECT,
+            project="nightly-jobs",
+            secrets=(
+                SecretEntry(name="DB_PASSWORD", version=2, size=28, set_by="alice", set_at_ms=T0 + 7, created_at_ms=T0),
+            ),
+        ),
         ErrorMessage(code="fenced.stale_version", message="stale_version", request_id=REQUEST_ID),
     ]
     by_class: dict[type[Message], Message] = {}
@@ -471,7 +494,7 @@ def describe(spec: Spec) -> tuple[str, str]:
     if isinstance(spec, Null):
         return "null", "always null"
     if isinstance(spec, Base64Bytes):
-        return "string (base64)", f"padded standard base64 of 0..{spec.max_bytes} bytes"
+        return "string (base64)", f"padded standard base64 of {spec.min_bytes}..{spec.max_bytes} bytes"
     if isinstance(spec, Str):
         rule = f"{spec.min_len}..{spec.max_len} characters"
         return "string", rule + (f", pattern {code(spec.pattern)}" if spec.pattern else "")
@@ -637,6 +660,7 @@ SCOPES: dict[Scope, str] = {
     "input": "a route with a body or query parameters",
     "signed": "signed Worker routes",
     "user": "user routes",
+    "sealing": "routes that seal or open secret values (a set; activation)",
     "unrouted": "no route (a path's other methods)",
 }
 
@@ -771,8 +795,9 @@ def render() -> str:
         "- Answers are canonical JSON (sorted keys, no spaces). The shell checks every database result",
         "  against the response contract; a result outside it is a"
         f" {answer('internal.bad_projection')}, never forwarded.",
-        "- Raw lease tokens and session keys travel only where a table below marks a field `secret`; only",
-        "  their SHA-256 reaches the database, and none of them is ever logged.",
+        "- Raw lease tokens, session keys and Project secret values travel only where a table below marks a",
+        "  field `secret`, and none of them is ever logged. Of a token or key only its SHA-256 reaches the",
+        "  database; a secret value reaches it only sealed by the shell (AES-256-GCM under keys it never holds).",
         "",
         "Audiences:",
         "",

@@ -5,7 +5,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(86);
+select plan(88);
 
 -- Sealed bytes of the right shapes (the shell's; the database never sees a value).
 create function pg_temp.bytes(p_byte text, p_count int) returns bytea language sql immutable
@@ -273,6 +273,12 @@ select is(ql_api.secret_rewrap_v1(:'rv', 'kek-AAAAAAAA', 'kek-BBBBBBBB', pg_temp
 select is(ql_api.secret_rewrap_v1(:'rv', 'kek-AAAAAAAA', 'kek-BBBBBBBB', pg_temp.bytes('55', 60)), '{"status": "unchanged"}',
   'a second shell''s rewrap of the same version changes nothing');
 select is(jsonb_array_length(ql_api.secret_rewrap_page_v1('kek-BBBBBBBB', 100) -> 'versions'), 2, 'the page shrinks');
+select ql_api.secret_rewrap_page_v1('kek-BBBBBBBB', 1) -> 'versions' -> 0 ->> 'versionId' as first_left \gset
+select is(jsonb_path_query_array(ql_api.secret_rewrap_page_v1('kek-BBBBBBBB', 100, :'first_left'), '$.versions[*].versionId'),
+  jsonb_path_query_array(ql_api.secret_rewrap_page_v1('kek-BBBBBBBB', 100), '$.versions[1 to last].versionId'),
+  'a page after a version id starts past it: a version left under a key the shell lacks holds up no other');
+select is(jsonb_array_length(ql_api.secret_rewrap_page_v1('kek-BBBBBBBB', 100, 'ffffffff-ffff-4fff-bfff-ffffffffffff')
+  -> 'versions'), 0, 'and is empty past the last version');
 select is(ql_api.secret_rewrap_v1(:'rv', 'kek-AAAAAAAA', 'kek-AAAAAAAA', pg_temp.bytes('55', 60)),
   '{"status": "invalid", "reason": "sealed"}', 'a rewrap to the same key is invalid');
 reset role;

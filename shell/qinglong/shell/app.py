@@ -8,6 +8,10 @@ response contract → 200. Session open is authenticated by the certificate alon
 User routes: bearer (none well-formed: 401 with no SQL call) → admission + committed audit row (one SQL
 call) → only then the body ≤ cap → media type → exact parse → bind → one SQL call (SERIALIZABLE where
 the route says) → contract.
+Project secrets (routes.Route.sealing): a set is refused secrets.unconfigured before its body is read when this
+shell holds no key-encryption key, and its binder seals the value; the sealed values a starting ACK's answer
+carries are opened before the contract check (routes.open_delivery). A value that cannot be opened, or no key
+to open it with, is a typed 5xx (secrets.*), logged with the code and the version id only.
 A refusal names only its stable code; its HTTP status is the code's in qinglong.wire.errors.ERRORS.
 Bodies are exact: `application/json` (at most `charset=utf-8`), never content-encoded, and read as
 received (aiohttp's request decompression is off: HANDLER_ARGS), so the caps and the ql3w body hash
@@ -39,11 +43,12 @@ from prometheus_client.registry import Collector
 from qinglong.shell.console import add_console
 from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED, child
-from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, SecretRefused, mint_token, open_delivery
+from qinglong.shell.sealing import Sealer
 from qinglong.shell.tls import worker_identity
 from qinglong.wire import ErrorMessage, Message, WireError, decode, outcome_code, ql3w
 from qinglong.wire.activation import PHASES
-from qinglong.wire.common import NAME_PATTERN, token_digest
+from qinglong.wire.common import NAME_PATTERN, SECRET_NAME_PATTERN, token_digest
 from qinglong.wire.errors import ERRORS, OUTCOME_STATUSES
 from qinglong.wire.logline import emit
 from qinglong.wire.query import Query
@@ -56,9 +61,11 @@ UNROUTED: Final = "unrouted"  # the route name (metric label, log field) of an a
 CLOSING: Final = frozenset({"request.malformed", "request.header_too_large"})  # answered, then the connection closes
 DB: Final = web.AppKey("db", Database)
 SECRET: Final = web.AppKey("keyring", ql3w.Keyring)
+SEALER: Final = web.AppKey("sealer", Sealer)  # absent when shell.toml has no [secrets]
 ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny reason is `denied`
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _NAME: Final = re.compile(NAME_PATTERN)
+_SECRET_NAME: Final = re.compile(SECRET_NAME_PATTERN)
 _PHASE: Final = "{phase:" + "|".join(PHASES) + "}"  # the router's {phase}: another phase is request.unknown_path
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
@@ -168,6 +175,8 @@ def _check_path_ids(request: web.Request) -> None:
             raise Refusal("wire.bad_uuid", f"path {name} is not a canonical uuid")
         if name == "project" and not _NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path project is not a project id or name")
+        if name == "name" and not _SECRET_NAME.fullmatch(value):
+            raise Refusal("wire.bad_pattern", "path secret name is not [A-Z_][A-Z0-9_]{0,63}")
 
 
 def _parse(route: Route, call: Call, raw: bytes) -> Message:
@@ -276,12 +285,33 @@ def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
         except WireError:
             raise Refusal("internal.bad_projection", "database outcome outside the contract") from None
         raise Refusal(code, str(result.get("reason") or status))
+    if route.sealing == "open":
+        try:
+            result = open_delivery(call, result)
+        except WireError:
+            raise Refusal("internal.bad_projection", "sealed secrets outside their contract") from None
     try:
         message = route.response.from_result(result, **route.shell_fields(call, result))
     except WireError:
         raise Refusal("internal.bad_projection", "database projection outside the response contract") from None
     http = 202 if status in route.accepted else 200
     return web.Response(status=http, body=message.to_json(), content_type="application/json")
+
+
+def _secret_refused(route: Route, request_id: str, refused: SecretRefused) -> Refusal:
+    """A secret value this shell cannot seal or open: logged with its code and version id, never a value or key
+    byte (a tampered value every time; the others, which a reload or another shell may cure, once a minute per
+    code and version, with how many were held back)."""
+    tampered = refused.code == "secrets.tampered"
+    emit(log, logging.ERROR if tampered else logging.WARNING, "secret_refused",
+         key=None if tampered else f"secret_refused:{refused.code}:{refused.version_id or route.name}",
+         route=route.name, request_id=request_id, code=refused.code, version_id=refused.version_id)  # fmt: skip
+    messages = {
+        "secrets.unconfigured": "this shell holds no key-encryption key ([secrets] in shell.toml)",
+        "secrets.unknown_kek": "the secret is sealed under a key-encryption key this shell does not hold",
+        "secrets.tampered": "a stored secret value does not authenticate",
+    }
+    return Refusal(refused.code, messages.get(refused.code, refused.code))
 
 
 def _database_error(level: int, route: Route, request_id: str, exc: StorageError) -> None:
@@ -295,12 +325,16 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         request_id = uuid.uuid4().hex
         started = time.perf_counter()
-        call = Call(match=dict(request.match_info), body=None, keyring=request.app.get(SECRET))
+        call = Call(
+            match=dict(request.match_info), body=None, keyring=request.app.get(SECRET), sealer=request.app.get(SEALER)
+        )
         try:
             _check_path_ids(request)
             if route.audience == "user":
                 await _admit(request, route, call, request_id)
                 call.query = _parse_query(route, request)
+                if route.sealing == "seal" and call.sealer is None:  # the value is not even read
+                    raise SecretRefused("secrets.unconfigured")
                 if route.request is not None:
                     _require_json(request)
                     call.body = _parse(route, call, await _read_capped(request, route.request(call.match).CAP))
@@ -321,6 +355,8 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
                 response.headers[ql3w.REKEY_HEADER] = "1"
         except Refusal as refusal:
             response = refusal.response(request_id)
+        except SecretRefused as refused:
+            response = _secret_refused(route, request_id, refused).response(request_id)
         except ClientGone:  # nobody to answer: no status is counted, and it is no internal error
             _log("client_gone", route=route.name, request_id=request_id, ms=_ms(started))
             return web.Response(status=400)  # aiohttp finds the connection closed and sends nothing
@@ -361,12 +397,21 @@ def _database_cleanup(db: Database) -> Callable[[web.Application], AsyncIterator
 
 
 def make_app(
-    audience: str, db: Database, keyring: ql3w.Keyring | None = None, *, own_db: bool = False
+    audience: str,
+    db: Database,
+    keyring: ql3w.Keyring | None = None,
+    *,
+    sealer: Sealer | None = None,
+    own_db: bool = False,
 ) -> web.Application:
     """The worker-ingress ("worker", which verifies with `keyring`) or user-API ("user") application over one
-    Database (the user API's also serves /openapi.json and the web console's static files, qinglong.shell.console)."""
+    Database (the user API's also serves /openapi.json and the web console's static files, qinglong.shell.console).
+    `sealer`: the key-encryption keys Project secret values are sealed and opened with (None: the routes that need
+    them answer secrets.unconfigured)."""
     app = web.Application(client_max_size=2 * 1024 * 1024, middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app[DB] = db
+    if sealer is not None:
+        app[SEALER] = sealer
     if audience == "worker":
         if keyring is None:
             raise ValueError("the worker-ingress app verifies with a keyring")

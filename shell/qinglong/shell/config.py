@@ -1,5 +1,6 @@
 """The shell's configuration file (TOML): listeners, certificate paths, connection budgets, the
-database DSN and the cluster secret. Touches the files it is pointed at (read only).
+database DSN, the cluster secret and the key-encryption keys of Project secrets. Touches the files it is
+pointed at (read only).
 
     processes = 1                  # 1..64 shell processes on these ports (qinglong.shell.processes)
 
@@ -11,6 +12,10 @@ database DSN and the cluster secret. Touches the files it is pointed at (read on
     [secret]
     cluster_secret_file = "/etc/qinglong/cluster.secret"   # ≥ 32 bytes; mode 0600; keys new sessions
     accepted_secret_file = "/etc/qinglong/cluster.secret.old"   # optional: also verified (a rotation)
+
+    [secrets]              # optional: without it, no secret value is sealed or opened (secrets.unconfigured)
+    kek_file = "/etc/qinglong/secrets.kek"   # 64 hex characters; mode 0600; seals every new value
+    accepted_kek_files = ["/etc/qinglong/secrets.kek.old"]   # optional: also opened, rewrapped (a rotation)
 
     [worker_listener]      # TLS 1.3, client certificate required
     host = "0.0.0.0"
@@ -43,9 +48,10 @@ engine). Every listener has its own budget (docs/operations.md, "Connection budg
 listener is plain HTTP, so it takes no tls_handshake_timeout. `processes` > 1 needs fixed ports for the
 worker and user listeners (every process binds the same ones).
 
-SIGHUP makes a running shell read the file again (qinglong.shell.server): the two secrets and the listeners'
-certificate, key and client CA files take effect for the next session and the next connection; any
-other change needs a restart.
+SIGHUP makes a running shell read the file again (qinglong.shell.server): the two secrets, the key-encryption
+keys and the listeners' certificate, key and client CA files take effect for the next session, the next
+connection and the next secret sealed or opened; adding or removing [secrets], and any other change, needs a
+restart.
 """
 
 from __future__ import annotations
@@ -54,12 +60,13 @@ import dataclasses
 import ipaddress
 import stat
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from qinglong.shell.sealing import KekFileError, read_kek
 from qinglong.wire.codec import WireError
-from qinglong.wire.fields import Bool, Int, Nested, Record, Seconds, Str, wire
+from qinglong.wire.fields import Bool, Int, List, Nested, Record, Seconds, Str, wire
 
 
 class ConfigError(Exception):
@@ -102,16 +109,22 @@ class Listener:
 class ShellConfig:
     dsn: str
     pool_size: int
-    cluster_secret: bytes
+    cluster_secret: bytes = field(repr=False)  # no secret or key bytes in a repr
     worker: Listener
     user: Listener
     admin: Listener
     prepared_statements: bool = True  # psycopg prepares what it ran 5 times on a connection (qinglong.shell.db)
     processes: int = 1  # > 1: a parent and that many children on the same ports (qinglong.shell.processes)
-    accepted_secret: bytes | None = None  # verified besides cluster_secret during a rotation (qinglong.wire.ql3w)
+    # verified besides cluster_secret during a rotation (qinglong.wire.ql3w)
+    accepted_secret: bytes | None = field(default=None, repr=False)
+    # seals every new Project secret value (qinglong.shell.sealing); None: no [secrets] section
+    kek: bytes | None = field(default=None, repr=False)
+    # also open values, which the rewrap pass moves to `kek` (a rotation: qinglong.shell.rewrap)
+    accepted_keks: tuple[bytes, ...] = field(default=(), repr=False)
 
 
 PATH = Str(4096, min_len=1)  # a file, relative to the config file
+ACCEPTED_KEKS_MAX: Final = 8  # key-encryption keys a shell opens besides the current one
 
 
 class _Listener(Record):
@@ -143,6 +156,13 @@ class _Secret(Record):
     accepted_secret_file: str | None = wire(PATH, name="accepted_secret_file", optional=True, default=None)
 
 
+class _Secrets(Record):
+    kek_file: str = wire(PATH, name="kek_file")
+    accepted_kek_files: tuple[str, ...] | None = wire(
+        List(PATH, max_items=ACCEPTED_KEKS_MAX), name="accepted_kek_files", optional=True, default=None
+    )
+
+
 class _ShellFile(Record):
     """shell.toml exactly: unknown sections or keys, missing ones and wrong types are refused by the
     engine that parses wire messages."""
@@ -150,6 +170,7 @@ class _ShellFile(Record):
     processes: int | None = wire(Int(1, 64), name="processes", optional=True, default=None)
     database: _Database = wire(Nested(_Database), name="database")
     secret: _Secret = wire(Nested(_Secret), name="secret")
+    secrets: _Secrets | None = wire(Nested(_Secrets), name="secrets", optional=True, default=None)
     worker_listener: _Listener = wire(Nested(_Listener), name="worker_listener")
     user_listener: _Listener = wire(Nested(_Listener), name="user_listener")
     admin_listener: _Listener | None = wire(Nested(_Listener), name="admin_listener", optional=True, default=None)
@@ -190,6 +211,18 @@ def _secret(path: Path) -> bytes:
     return secret
 
 
+def _keks(base: Path, given: _Secrets) -> tuple[bytes, tuple[bytes, ...]]:
+    """The current key-encryption key and the accepted ones, each read from its file (qinglong.shell.sealing)."""
+    try:
+        current = read_kek(base / given.kek_file)
+        accepted = tuple(read_kek(base / name) for name in given.accepted_kek_files or ())
+    except KekFileError as exc:
+        raise ConfigError(str(exc)) from None
+    if len({current, *accepted}) != 1 + len(accepted):
+        raise ConfigError("[secrets] accepted_kek_files holds the key of kek_file, or one key twice")
+    return current, accepted
+
+
 def load(path: Path) -> ShellConfig:
     try:
         given = _ShellFile.load_at(tomllib.loads(path.read_text()), path.name)
@@ -204,6 +237,7 @@ def load(path: Path) -> ShellConfig:
         accepted = _secret(base / given.secret.accepted_secret_file)
         if accepted == secret:
             raise ConfigError("[secret] accepted_secret_file holds the current cluster secret")
+    kek, accepted_keks = _keks(base, given.secrets) if given.secrets is not None else (None, ())
     admin = given.admin_listener or _Listener(host="127.0.0.1", port=9100)
     if not _loopback(admin.host):
         raise ConfigError("[admin_listener] must bind a loopback address (127.0.0.1, ::1 or localhost)")
@@ -216,6 +250,8 @@ def load(path: Path) -> ShellConfig:
         prepared_statements=given.database.prepared_statements is not False,  # absent: true
         cluster_secret=secret,
         accepted_secret=accepted,
+        kek=kek,
+        accepted_keks=accepted_keks,
         worker=_listener(given.worker_listener, base, "worker_listener", ("certificate", "key", "client_ca")),
         user=_listener(given.user_listener, base, "user_listener", ("certificate", "key")),
         admin=_listener(admin, base, "admin_listener", ()),

@@ -95,3 +95,19 @@ VERIFIED: Final = Counter(
     ["key"],
     registry=REGISTRY,
 )
+SECRET_VERSIONS_NOT_CURRENT: Final = Gauge(
+    "qinglong_shell_secret_versions_not_current",
+    "Sealed secret versions the last rewrap pass left under another key-encryption key than the current one (their"
+    " key is not held here, or they do not authenticate); 0 once a rotation is complete"
+    ' (docs/operations.md, "Project secrets")',
+    registry=REGISTRY,
+    multiprocess_mode="livemax",  # several processes: each pass sees the same database
+)
+SECRET_REWRAPS: Final = Counter(
+    "qinglong_shell_secret_rewraps",
+    "Sealed secret versions a rewrap pass handled, by outcome: rewrapped (moved to the current key-encryption key),"
+    " unchanged (another shell moved it first, or it was deleted meanwhile), skipped (its key is not held here, or it"
+    " does not authenticate)",
+    ["outcome"],
+    registry=REGISTRY,
+)

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from qinglong.shell.routes import ROUTES, Route
 from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
-from qinglong.wire.common import NAME_PATTERN
+from qinglong.wire.common import NAME_PATTERN, SECRET_NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
 from qinglong.wire.specs import BASE64URL_32_PATTERN, UUID_PATTERN
@@ -94,7 +94,9 @@ def _error_response(description: str, codes: list[str]) -> dict[str, Any]:
 def error_responses(route: Route) -> dict[str, Any]:
     """Every error status the route can answer, each with the codes it can answer under it."""
     codes: dict[int, list[str]] = {}
-    for error in route_errors(route.audience, body=route.request is not None, query=route.query is not None):
+    for error in route_errors(
+        route.audience, body=route.request is not None, query=route.query is not None, sealing=route.sealing is not None
+    ):
         codes.setdefault(error.status, []).append(error.code)
     return {str(status): _error_response(HTTPStatus(status).phrase, names) for status, names in sorted(codes.items())}
 
@@ -122,6 +124,11 @@ def _operation(route: Route) -> dict[str, Any]:
         params.append({
             "name": "project", "in": "path", "required": True, "description": "the project's id or unique name",
             "schema": {"type": "string", "pattern": f"^{NAME_PATTERN}$"},
+        })  # fmt: skip
+    if "{name}" in route.path:
+        params.append({
+            "name": "name", "in": "path", "required": True, "description": "the secret's name",
+            "schema": {"type": "string", "pattern": f"^{SECRET_NAME_PATTERN}$"},
         })  # fmt: skip
     if route.query is not None:
         params += [

@@ -7,23 +7,31 @@ body's fields (or, for a GET that declares them, its parsed query parameters) ex
 the shell authenticated (Worker, session and generation from
 mTLS + ql3w; subject and admitted versions from the bearer admission). So a renamed wire field fails
 mypy, and a renamed SQL parameter fails tests/integration/shell/test_route_binders.py. Raw lease
-tokens become SHA-256 digests here and go no further. There is no per-route logic beyond this table;
-app.py runs every route through the same pipeline.
+tokens become SHA-256 digests here and go no further; a Project secret's value is sealed here (a fresh
+version id, the admitted Project and the path's name bound in its associated data) and only its ciphertext
+goes further, and the sealed values a starting ACK's answer carries are opened here for the Worker
+(`open_delivery`). There is no per-route logic beyond this table; app.py runs every route through the same
+pipeline.
 """
 
 from __future__ import annotations
 
+import base64
 import secrets
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Never, TypeAlias, TypeVar, cast
 
 from qinglong.shell.db import jsonb
+from qinglong.shell.sealing import Sealed, Sealer, Unsealable
 from qinglong.wire import (
     CANCELLATION_RESPONSES,
     ENQUEUE_RESPONSES,
     LEASE_CONTROL_RESPONSES,
     OFFER_RESPONSES,
+    SECRET_DELETE_RESPONSES,
+    SECRET_SET_RESPONSES,
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
@@ -46,6 +54,9 @@ from qinglong.wire import (
     RunOutput,
     RunOutputQuery,
     RunTimeline,
+    SecretDeleteRequest,
+    SecretList,
+    SecretSetRequest,
     TaskList,
     Variants,
     WorkerSessionAlive,
@@ -55,8 +66,8 @@ from qinglong.wire import (
     paths,
     ql3w,
 )
-from qinglong.wire.common import token_digest
-from qinglong.wire.fields import Enum, Int, Record, Str, Uuid, wire
+from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_REFS_MAX, SECRET_VALUE_MAX_BYTES, token_digest
+from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Nested, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
 from qinglong.wire.specs import UUID_TEXT
 
@@ -81,12 +92,29 @@ class Call:
     binding_version: int | None = None
     minted_token: str | None = None
     query: Query | None = None
+    sealer: Sealer | None = None  # the shell's key-encryption keys (None: shell.toml has no [secrets])
 
     def query_of(self, cls: type[Q]) -> Q:
         """The parsed query parameters, of the route's own Query class (checked at run time, like bind())."""
         if not isinstance(self.query, cls):
             raise TypeError(f"the query is not a {cls.__name__}")
         return self.query
+
+    def seal(self, value: bytes, *, name: str, version_id: str) -> Sealed:
+        """The value sealed for the admitted Project, `name` and `version_id` (SecretRefused without a sealer)."""
+        if self.sealer is None or self.project_id is None:
+            raise SecretRefused("secrets.unconfigured")
+        return self.sealer.seal(value, project_id=self.project_id, name=name, version_id=version_id)
+
+
+class SecretRefused(Exception):
+    """A secret value this shell cannot seal or open: `code` is secrets.unconfigured (no key-encryption key),
+    secrets.unknown_kek or secrets.tampered (sealing.Unsealable's reason); `version_id` names the version (the
+    only thing logged about it: never a value or key byte)."""
+
+    def __init__(self, code: str, version_id: str | None = None) -> None:
+        super().__init__(code)
+        self.code, self.version_id = code, version_id
 
 
 Args = dict[str, object]  # a ql_api function's arguments by parameter name
@@ -148,7 +176,7 @@ class RouteOf(Generic[B]):
     binder of another message than the route's request."""
 
     name: str
-    method: Literal["GET", "POST"]
+    method: Literal["GET", "POST", "PUT"]
     path: str
     audience: Literal["worker", "worker-open", "user"]
     request: Callable[[Mapping[str, str]], type[B]] | None
@@ -162,6 +190,9 @@ class RouteOf(Generic[B]):
     shell_fields: Callable[[Call, Mapping[str, Any]], dict[str, Any]] = field(default=lambda c, r: {})
     mints_token: bool = False
     query: type[Query] | None = None  # the query parameters a GET takes (none: a query string is ignored)
+    # Project secret values: "seal" seals the body's value before the call (the shell must hold a key-encryption
+    # key), "open" opens the sealed values the database answers (app.py); either answers the secrets.* codes.
+    sealing: Literal["seal", "open"] | None = None
 
     def bind(self, call: Call) -> Args:
         """The function's arguments by name, from the body this route parsed (of its own request type)."""
@@ -314,6 +345,84 @@ def _project_workers(c: Call, b: Never) -> Args:
     return {"p_project_id": c.project_id}
 
 
+def _secret_set(c: Call, b: SecretSetRequest) -> Args:
+    """A fresh version id, and the value sealed under it: the value itself goes no further than this."""
+    name, version_id = c.match["name"], str(uuid.uuid4())
+    sealed = c.seal(b.value, name=name, version_id=version_id)
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": name,
+        "p_version_id": version_id,
+        "p_size": len(b.value),
+        "p_kek_id": sealed.kek_id,
+        "p_wrapped_key": sealed.wrapped_key,
+        "p_nonce": sealed.nonce,
+        "p_ciphertext": sealed.ciphertext,
+        "p_mutation_id": b.mutation_id,
+        **_admitted(c),
+    }
+
+
+def _secret_delete(c: Call, b: SecretDeleteRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": c.match["name"],
+        "p_mutation_id": b.mutation_id,
+        **_admitted(c),
+    }
+
+
+def _secrets(c: Call, b: Never) -> Args:
+    return {"p_project": c.project_id}
+
+
+KEK_ID_PATTERN: Final = "[A-Za-z0-9_-]{12}"  # sealing.kek_id's text (ql.secret_versions.kek_id check)
+
+
+class SealedSecret(Record):
+    """One sealed version a starting ACK's answer carries (ql.attempt_secret_delivery), checked before it is
+    opened: the shell's side of the database's answer, never sent on."""
+
+    name: str = wire(Str(64, min_len=1, pattern=SECRET_NAME_PATTERN))
+    version: int = wire(Int(1))
+    version_id: str = wire(Uuid())
+    kek_id: str = wire(Str(12, min_len=12, pattern=KEK_ID_PATTERN))
+    wrapped_key: bytes = wire(Base64Bytes(60, min_bytes=60))
+    nonce: bytes = wire(Base64Bytes(12, min_bytes=12))
+    ciphertext: bytes = wire(Base64Bytes(SECRET_VALUE_MAX_BYTES + 16, min_bytes=17))
+
+
+class _Delivery(Record):
+    """The part of attempt_activation_v1's answer the opening reads: the snapshot's Project and the sealed values."""
+
+    project_id: str = wire(Uuid())
+    secrets: tuple[SealedSecret, ...] = wire(List(Nested(SealedSecret), max_items=SECRET_REFS_MAX))
+
+
+def open_delivery(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
+    """attempt_activation_v1's answer with its sealed `secrets` opened ({name, version, value}) for the Worker;
+    an answer without them is returned as it is. WireError: the sealed part is outside its shape (a bad
+    projection); SecretRefused: no key-encryption key here, or a value that does not open."""
+    if "secrets" not in result:
+        return dict(result)
+    snapshot = result.get("snapshot")
+    project_id = snapshot.get("projectId") if isinstance(snapshot, Mapping) else None
+    delivery = _Delivery.from_obj({"projectId": project_id, "secrets": result["secrets"]})
+    if call.sealer is None:
+        raise SecretRefused("secrets.unconfigured", delivery.secrets[0].version_id if delivery.secrets else None)
+    opened = []
+    for item in delivery.secrets:
+        sealed = Sealed(item.kek_id, item.wrapped_key, item.nonce, item.ciphertext)
+        try:
+            value = call.sealer.open(sealed, project_id=delivery.project_id, name=item.name, version_id=item.version_id)
+        except Unsealable as exc:
+            raise SecretRefused(f"secrets.{exc.reason}", item.version_id) from None
+        opened.append({"name": item.name, "version": item.version, "value": base64.b64encode(value).decode("ascii")})
+    return {**result, "secrets": opened}
+
+
 # Typed by inference, each entry as RouteOf[its request] (an annotation would impose one message on all).
 ROUTES: Final = (
     RouteOf(
@@ -331,7 +440,7 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.activation", "POST", paths.ACTIVATION, "worker",
-        _activation_request, "attempt_activation_v1", _activation, ActivationResponse,
+        _activation_request, "attempt_activation_v1", _activation, ActivationResponse, sealing="open",
     ),
     RouteOf(
         "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
@@ -382,5 +491,18 @@ ROUTES: Final = (
     RouteOf(
         "user.workers.list", "GET", paths.WORKERS, "user", None, "project_workers_v1", _project_workers,
         ProjectWorkers, permission="run.read",
+    ),
+    RouteOf(
+        "user.secrets.set", "PUT", paths.SECRET, "user", _const(SecretSetRequest), "secret_set_v1", _secret_set,
+        SECRET_SET_RESPONSES, permission="secret.write", accepted=frozenset({"set"}), sealing="seal",
+    ),
+    RouteOf(
+        "user.secrets.delete", "POST", paths.SECRET_DELETION, "user", _const(SecretDeleteRequest),
+        "secret_delete_v1", _secret_delete, SECRET_DELETE_RESPONSES, permission="secret.write",
+        accepted=frozenset({"deleted"}),
+    ),
+    RouteOf(
+        "user.secrets.list", "GET", paths.SECRETS, "user", None, "secret_list_v1", _secrets, SecretList,
+        permission="secret.read",
     ),
 )  # fmt: skip

@@ -3,12 +3,15 @@ function are driven into each of its success statuses, and each result is checke
 it (the route's response contract, `from_result` with the fields the shell adds) and more strictly:
 the message is exactly the result (nothing dropped, nothing defaulted) and, at every level of nesting,
 the contract declares exactly the result's keys. Each test ends by checking it saw every status the
-contracts of its routes declare. Calls go through the shell's own statement (named notation).
+contracts of its routes declare. Calls go through the shell's own statement (named notation). The plan names
+two Project secrets, set through the set route's own binder (sealed): a starting ACK's sealed versions are
+checked against the shell's SealedSecret, then opened as the shell opens them.
 Touches: one fresh database per test.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import uuid
 from collections.abc import Iterator, Mapping
@@ -20,8 +23,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from qinglong.shell.db import statement
-from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
-from qinglong.wire import CompletionArtifact, Message, OfferEmpty, Record, Variants, ql3w
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, SealedSecret, mint_token, open_delivery
+from qinglong.shell.sealing import Sealer
+from qinglong.wire import CompletionArtifact, Message, OfferEmpty, Record, SecretSetRequest, Variants, ql3w
 from qinglong.wire.common import token_digest
 from qinglong.wire.fields import Enum, List, Nested
 from tests.conftest import Database
@@ -41,6 +45,7 @@ pytestmark = pytest.mark.db
 
 POOL = "shapes"
 # Every key ql.plan_is_valid admits, so the offer's plan shows every key of the Plan contract.
+SECRETS = {"DB_PASSWORD": b"a database password", "API_KEY": b"\x00an api key\xff"}
 PLAN = {
     "argv": ["sh", "-c", "true"],
     "env": {"A": "1"},
@@ -51,6 +56,8 @@ PLAN = {
     "cwd": "build",
     "user": "nobody",
     "group": "nogroup",
+    "secretEnv": {"PGPASSWORD": "DB_PASSWORD"},
+    "secretFiles": {"conf/api.key": "API_KEY"},
 }
 SECRET = bytes(32)
 ROUTE: Mapping[str, Route] = {r.name: r for r in ROUTES}
@@ -65,8 +72,10 @@ def declared_statuses(route: Route) -> set[str]:
 
 
 def assert_declares_exactly(cls: type[Record], obj: Mapping[str, Any], where: str) -> None:
-    """The contract's keys (but what the shell adds) are the result's keys, at every level."""
-    assert set(obj) == {f.name for f in cls.FIELDS if not f.from_shell}, where
+    """The contract's keys (but what the shell adds, and an optional key the result leaves out: the activation
+    answer's `secrets`) are the result's keys, at every level."""
+    absent = {f.name for f in cls.FIELDS if f.optional and f.name not in obj}
+    assert set(obj) == {f.name for f in cls.FIELDS if not f.from_shell} - absent, where
     for f in cls.FIELDS:
         value, spec = obj.get(f.name), f.spec
         if isinstance(spec, Nested) and value is not None:
@@ -86,6 +95,7 @@ class Rig:
     task: uuid.UUID
     revision: uuid.UUID
     worker: uuid.UUID
+    sealer: Sealer = field(default_factory=lambda: Sealer(bytes(range(32))))
     seen: dict[str, set[str]] = field(default_factory=dict)
 
     def drive(self, route_name: str, *, token: str | None = None, **args: Any) -> dict[str, Any]:
@@ -101,8 +111,13 @@ class Rig:
         result: dict[str, Any] = row[0]
         worker = args.get("p_worker_id")
         call = Call(
-            {}, None, ql3w.Keyring(SECRET), worker_id=None if worker is None else str(worker), minted_token=token
-        )
+            {}, None, ql3w.Keyring(SECRET), worker_id=None if worker is None else str(worker), minted_token=token,
+            sealer=self.sealer,
+        )  # fmt: skip
+        if route.sealing == "open" and "secrets" in result:  # the sealed part, exactly; then opened as app.py does
+            for i, item in enumerate(result["secrets"]):
+                assert_declares_exactly(SealedSecret, item, f"{route_name} secrets[{i}] (sealed)")
+            result = open_delivery(call, result)
         added = route.shell_fields(call, result)
         message: Message = route.response.from_result(result, **added)
         assert message.to_obj() == {**result, "schema": message.SCHEMA, **added}, route_name
@@ -160,6 +175,29 @@ class Rig:
             assert_declares_exactly(Admission, {"projectId": None, **result}, "admission")
         self.seen.setdefault("admission", set()).add(result["decision"])
         return result
+
+    def secret_set(self, subject: Subject, name: str, value: bytes, mutation: str) -> dict[str, Any]:
+        """A set as the shell makes it: admitted, then the route's own binder seals the value."""
+        admitted = self.admit(subject, "secret.write", "user.secrets.set")
+        call = Call(
+            {"name": name}, SecretSetRequest(mutation_id=mutation, value=value), None, subject_id=str(subject.id),
+            project_id=str(self.project), project_version=admitted["projectVersion"],
+            binding_version=admitted["bindingVersion"], sealer=self.sealer,
+        )  # fmt: skip
+        args: dict[str, Any] = ROUTE["user.secrets.set"].bind(call)
+        return self.drive("user.secrets.set", **args)
+
+    def secret_delete(self, subject: Subject, name: str, mutation: str) -> dict[str, Any]:
+        admitted = self.admit(subject, "secret.write", "user.secrets.delete")
+        return self.drive(
+            "user.secrets.delete",
+            p_subject_id=subject.id,
+            p_project_id=self.project,
+            p_name=name,
+            p_mutation_id=mutation,
+            p_admitted_project_version=admitted["projectVersion"],
+            p_admitted_binding_version=admitted["bindingVersion"],
+        )
 
     def cancel(self, subject: Subject, run: uuid.UUID) -> dict[str, Any]:
         admitted = self.admit(subject, "run.stop", "user.runs.cancel")
@@ -246,7 +284,11 @@ def rig(database: Database) -> Iterator[Rig]:
         revision = make_revision(su, project, PLAN)
         row = su.execute("select task_id from ql.task_execution_revisions where id = %s", (revision,)).fetchone()
         assert row is not None
-        yield Rig(su, rt, project, row[0], revision, make_worker(su, POOL))
+        rig = Rig(su, rt, project, row[0], revision, make_worker(su, POOL))
+        owner = rig.user("owner")
+        for name, value in SECRETS.items():  # the secrets PLAN names
+            assert rig.secret_set(owner, name, value, f"set-{name}")["status"] == "set"
+        yield rig
 
 
 def test_sessions_and_offers(rig: Rig) -> None:
@@ -279,7 +321,9 @@ def test_a_worker_s_calls_and_user_cancellation(rig: Rig) -> None:
     a, b, c = (rig.pull(session) for _ in range(3))
 
     # a: every activation status, renewals, an artifact, completion and its replay, then terminal.
-    assert a.activate("starting")["status"] == "applied"
+    starting = a.activate("starting")  # delivers the opened values of the secrets PLAN names
+    assert starting["status"] == "applied"
+    assert {s["name"]: base64.b64decode(s["value"]) for s in starting["secrets"]} == SECRETS
     assert a.activate("starting")["status"] == "already_starting"
     assert a.activate("running")["status"] == "applied"
     assert a.activate("running")["status"] == "already_running"
@@ -314,6 +358,18 @@ def test_a_worker_s_calls_and_user_cancellation(rig: Rig) -> None:
         "user.runs.cancel",
         "user.runs.read",
     )
+
+
+def test_secrets_set_delete_and_list(rig: Rig) -> None:
+    owner = rig.user("owner")
+    assert rig.secret_set(owner, "TOKEN", b"v1", "s-1")["version"] == 1
+    assert rig.secret_set(owner, "TOKEN", b"v1", "s-1")["status"] == "already_set"
+    assert rig.secret_set(owner, "TOKEN", b"v2", "s-2")["version"] == 2
+    listed = rig.drive("user.secrets.list", p_project=str(rig.project))
+    assert [s["name"] for s in listed["secrets"]] == ["API_KEY", "DB_PASSWORD", "TOKEN"]
+    assert rig.secret_delete(owner, "TOKEN", "d-1")["status"] == "deleted"
+    assert rig.secret_delete(owner, "TOKEN", "d-2")["status"] == "already_deleted"
+    rig.assert_saw_every_status("user.secrets.set", "user.secrets.delete", "user.secrets.list")
 
 
 def test_enqueue_and_admission(rig: Rig) -> None:

@@ -78,6 +78,8 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
         cwd="out",
         user="nobody",
         group="nogroup",
+        secret_env={"PGPASSWORD": "DB_PASSWORD"},
+        secret_files={"conf/api.key": "API_KEY"},
     ).to_obj()
     assert set(full) == {f.name for f in Plan.FIELDS}
 
@@ -90,3 +92,6 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
     assert not valid({**full, "shell": True})
     assert not valid({**full, "cwd": ""})
     assert not valid({**full, "user": "Nobody"})
+    assert not valid({**full, "secretEnv": {"A": "DB_PASSWORD"}})  # a variable the plan's env sets too
+    assert not valid({**full, "secretFiles": {"../api.key": "API_KEY"}})
+    assert not valid({**full, "secretEnv": {"PGPASSWORD": "db_password"}})

@@ -41,6 +41,7 @@ from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from qinglong.shell.app import make_admin_app, make_app
 from qinglong.shell.db import Database
+from qinglong.shell.sealing import Sealer
 from qinglong.shell.tls import server_context
 from qinglong.wire import ql3w
 from qinglong.wire.common import token_digest
@@ -245,6 +246,7 @@ class Shell:
     secret: bytes
     worker_port: int
     user_port: int
+    sealer: Sealer | None = None  # its key-encryption keys (None: no [secrets])
 
 
 def _port(runner: web.AppRunner) -> int:
@@ -253,18 +255,21 @@ def _port(runner: web.AppRunner) -> int:
 
 
 @contextlib.asynccontextmanager
-async def serve_shell(db: Database, pki: Pki, secret: bytes | None = None) -> AsyncIterator[Shell]:
-    """The worker, user and admin apps over `db`, each on a kernel-chosen loopback port."""
+async def serve_shell(
+    db: Database, pki: Pki, secret: bytes | None = None, *, sealer: Sealer | None = None
+) -> AsyncIterator[Shell]:
+    """The worker, user and admin apps over `db`, each on a kernel-chosen loopback port; `sealer`: the shell's
+    key-encryption keys for Project secrets (None: a shell.toml without [secrets])."""
     secret = secret if secret is not None else os.urandom(32)
     await db.open()
     runners: list[web.AppRunner] = []
     try:
         sites = (
             (
-                make_app("worker", db, ql3w.Keyring(secret)),
+                make_app("worker", db, ql3w.Keyring(secret), sealer=sealer),
                 server_context(pki.server.certificate, pki.server.key, client_ca=pki.ca),
             ),
-            (make_app("user", db), server_context(pki.server.certificate, pki.server.key)),
+            (make_app("user", db, sealer=sealer), server_context(pki.server.certificate, pki.server.key)),
             (make_admin_app(db), None),
         )
         for app, ctx in sites:
@@ -281,6 +286,7 @@ async def serve_shell(db: Database, pki: Pki, secret: bytes | None = None) -> As
             secret=secret,
             worker_port=ports[0],
             user_port=ports[1],
+            sealer=sealer,
         )
     finally:
         for runner in reversed(runners):
@@ -290,7 +296,8 @@ async def serve_shell(db: Database, pki: Pki, secret: bytes | None = None) -> As
 
 @pytest.fixture
 async def shell(database: PgDatabase, pki: Pki, seed: Seed) -> AsyncIterator[Shell]:
-    async with serve_shell(Database(database.runtime_dsn), pki) as running:
+    """The shell as shell.toml with [secrets] configures it: a fresh key-encryption key."""
+    async with serve_shell(Database(database.runtime_dsn), pki, sealer=Sealer(os.urandom(32))) as running:
         yield running
 
 

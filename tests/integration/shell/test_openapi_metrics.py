@@ -108,6 +108,16 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             assert (await user_call(http, shell, "GET", f"{base}/{run}/output", token=token)).status == 200
             tasks = f"/api/v3/projects/{seed.project_p}/tasks"
             assert (await user_call(http, shell, "GET", tasks, token=token)).status == 200
+            secrets = f"/api/v3/projects/{seed.project_p}/secrets"  # an operator reads them, never writes
+            secret = {"schema": "qinglong/secret@v1", "mutationId": "m-secret", "value": "c2VjcmV0"}
+            assert (await user_call(http, shell, "PUT", f"{secrets}/API_KEY", token=token, body=secret)).status == 403
+            deletion = {"schema": "qinglong/secret@v1", "mutationId": "m-secret"}
+            reply = await user_call(http, shell, "POST", f"{secrets}/API_KEY/deletion", token=token, body=deletion)
+            assert reply.status == 403
+            assert (await user_call(http, shell, "GET", secrets, token=token)).status == 200
+            project = f"/api/v3/projects/{seed.project_p}"
+            assert (await user_call(http, shell, "GET", project, token=token)).status == 200
+            assert (await user_call(http, shell, "GET", f"{project}/workers", token=token)).status == 200
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -129,6 +139,11 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("worker.output", "409"): 1,
                 ("user.runs.output", "200"): 1,
                 ("user.tasks.list", "200"): 1,
+                ("user.secrets.set", "403"): 1,
+                ("user.secrets.delete", "403"): 1,
+                ("user.secrets.list", "200"): 1,
+                ("user.project.read", "200"): 1,
+                ("user.workers.list", "200"): 1,
             }
         )
         assert {route for route, _ in after} >= {r.name for r in ROUTES}

@@ -8,6 +8,7 @@ the same way. Touches: one fresh database (catalog reads only).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -17,8 +18,9 @@ import pytest
 from hypothesis import find
 
 from qinglong.shell.db import statement
-from qinglong.shell.routes import ROUTES, Admission, Call, Route, mint_token
-from qinglong.wire import Message, Query, ql3w
+from qinglong.shell.routes import ROUTES, Admission, Call, Route, SecretRefused, mint_token
+from qinglong.shell.sealing import Sealed, Sealer
+from qinglong.wire import Message, Query, SecretSetRequest, ql3w
 from qinglong.wire.activation import PHASES
 from qinglong.wire.common import token_digest
 from tests.conftest import Database
@@ -27,7 +29,9 @@ from tests.unit.wire.kit import records
 pytestmark = pytest.mark.db
 
 ID = "0f0e0d0c-0b0a-4908-8706-050403020100"
-PATH: Mapping[str, str] = {"workerId": ID, "sessionId": ID, "offerId": ID, "projectId": ID, "runId": ID}
+PATH: Mapping[str, str] = {
+    "workerId": ID, "sessionId": ID, "offerId": ID, "projectId": ID, "runId": ID, "project": ID, "name": "DB_PASSWORD"
+}  # fmt: skip
 SIGNATURE = """
 select p.proargnames, coalesce(p.proargmodes::text[], array_fill('i'::text, array[p.pronargs])),
        p.pronargdefaults
@@ -66,10 +70,12 @@ def calls(route: Route) -> Iterator[Call]:
             generation=1,
             cert_fingerprint=token_digest("certificate"),
             subject_id=ID,
+            project_id=ID,
             project_version=1,
             binding_version=1,
             minted_token=mint_token(),
             query=None if route.query is None else parsed_query(route.query),
+            sealer=Sealer(bytes(32)),
         )
 
 
@@ -129,3 +135,26 @@ def test_a_binder_gets_only_its_route_s_request() -> None:
 def test_the_statement_takes_only_identifiers(function: str, names: list[str]) -> None:
     with pytest.raises(ValueError):
         statement(function, names)
+
+
+def test_a_secret_value_is_sealed_before_it_is_bound() -> None:
+    """The set route's binder binds the value's ciphertext only: no argument holds the value or an encoding of it,
+    the version id is fresh for every call, and the bound fields open to the value under the admitted Project, the
+    path's name and that version id."""
+    value = b"never-bound-" + bytes(range(256))
+    route = next(r for r in ROUTES if r.name == "user.secrets.set")
+    (call,) = calls(route)
+    call = dataclasses.replace(call, body=SecretSetRequest(mutation_id="m-1", value=value))
+    args, again = route.bind(call), route.bind(call)
+    assert args["p_version_id"] != again["p_version_id"] and args["p_ciphertext"] != again["p_ciphertext"]
+    encodings = (value, value.hex().encode(), base64.b64encode(value), value[:16])
+    for name, bound in args.items():
+        raw = bound if isinstance(bound, bytes) else str(bound).encode()
+        assert not any(e in raw for e in encodings), name
+    assert (args["p_size"], len(args["p_ciphertext"])) == (len(value), len(value) + 16)  # type: ignore[arg-type]
+    sealed = Sealed(str(args["p_kek_id"]), args["p_wrapped_key"], args["p_nonce"], args["p_ciphertext"])  # type: ignore[arg-type]
+    assert call.sealer is not None
+    opened = call.sealer.open(sealed, project_id=ID, name="DB_PASSWORD", version_id=str(args["p_version_id"]))
+    assert opened == value
+    with pytest.raises(SecretRefused):  # a shell without [secrets] seals nothing
+        route.bind(dataclasses.replace(call, sealer=None))

@@ -1,8 +1,8 @@
 """Schemathesis against the running user API: its /openapi.json is loaded over TLS (trusting the test
 CA), and every user operation is fuzzed stateless — positive and negative cases, with random ids and
-with the seeded Project, Runs and task — as the operator. No answer may be a 5xx: a 500 is a crash
-and a 503 here is a storage or projection fault, both failures. Every answer must also conform to
-the document (declared status, media type and body schema).
+with the seeded Project, Runs and task (and a seeded secret) — as the operator, and the secrets' writes as an
+owner. No answer may be a 5xx: a 500 is a crash and a 503 here is a storage or projection fault, both failures.
+Every answer must also conform to the document (declared status, media type and body schema).
 
 Hypothesis runs in a worker thread (requests is synchronous) while the event loop serves the shell.
 Touches: a fresh database, the in-process shell on loopback.
@@ -11,9 +11,11 @@ Touches: a fresh database, the in-process shell on loopback.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from typing import Any, Final
 
+import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -27,7 +29,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.integration.shell.conftest import Pki, Seed, Shell
+from tests.conftest import Database as PgDatabase
+from tests.integration.db.factories import make_user, set_role
+from tests.integration.shell.conftest import Pki, Seed, Shell, user_call, user_http
 
 pytestmark = pytest.mark.db
 
@@ -37,7 +41,10 @@ USER_PREFIX = "/api/v3/projects/"
 CHECKS: Final = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
-def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -> Counter[tuple[str, int]]:
+SECRET_VALUE: Final = "c2VlZGVkIHNlY3JldA=="  # noqa: S105  a valid value ("seeded secret") for cases drawing one
+
+
+def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, owner: str) -> Counter[tuple[str, int]]:
     statuses: Counter[tuple[str, int]] = Counter()
     operations = []
     for result in schema.get_all_operations():
@@ -53,18 +60,28 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -
         "GET /api/v3/projects/{project}/tasks",
         "GET /api/v3/projects/{project}",
         "GET /api/v3/projects/{project}/workers",
+        "PUT /api/v3/projects/{project}/secrets/{name}",
+        "POST /api/v3/projects/{project}/secrets/{name}/deletion",
+        "GET /api/v3/projects/{project}/secrets",
     }
-    headers = {"Authorization": f"Bearer {seed.operator.token}"}
 
     def seeded(case: Case[Any], use_task: bool) -> Case[Any]:
         if use_task and isinstance(case.body, dict) and "taskId" in case.body:
             case.body = {**case.body, "taskId": seed.task_p}
+        if use_task and isinstance(case.body, dict) and "value" in case.body:
+            case.body = {**case.body, "value": SECRET_VALUE}
         return case
 
+    headers = {  # the secrets' writes as an owner, the rest as the operator
+        op.label: {"Authorization": f"Bearer {owner if '/secrets/' in op.path else seed.operator.token}"}
+        for op in user_operations
+    }
     for operation in user_operations:
         fixed: list[dict[str, Any]] = [{}, {"project": seed.project_p}, {"project": "project-p"}]
         if "{runId}" in operation.path:
             fixed += [{"project": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
+        if "{name}" in operation.path:
+            fixed += [{"project": seed.project_p, "name": "SEEDED"}, {"project": "project-p", "name": "SEEDED"}]
         strategies = [
             st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
                 lambda pair: seeded(*pair)
@@ -83,21 +100,29 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed) -
         )
         @given(case=st.one_of(strategies))
         def check(case: Case[Any]) -> None:
-            response = case.call(base_url=shell.user_url, headers=headers, verify=str(pki.ca), timeout=10)
+            auth = headers[case.operation.label]
+            response = case.call(base_url=shell.user_url, headers=auth, verify=str(pki.ca), timeout=10)
             statuses[(case.operation.label, response.status_code)] += 1
             assert response.status_code < 500, (response.status_code, response.text[:500])
-            case.validate_response(response, checks=CHECKS, headers=headers)
+            case.validate_response(response, checks=CHECKS, headers=auth)
 
         check()
     return statuses
 
 
-async def test_user_api_never_answers_5xx(pki: Pki, shell: Shell, seed: Seed) -> None:
+async def test_user_api_never_answers_5xx(pki: Pki, database: PgDatabase, shell: Shell, seed: Seed) -> None:
+    with psycopg.connect(database.dsn(), autocommit=True) as conn:
+        owner = make_user(conn)
+        set_role(conn, uuid.UUID(seed.project_p), owner, "owner", True)
+    async with user_http(pki) as http:  # a secret the fixed path parameters name, for its deletion to find
+        body = {"schema": "qinglong/secret@v1", "mutationId": "seeded", "value": SECRET_VALUE}
+        path = f"/api/v3/projects/{seed.project_p}/secrets/SEEDED"
+        assert (await user_call(http, shell, "PUT", path, token=owner.token, body=body)).status == 202
     config = schemathesis.Config()
     schema = await asyncio.to_thread(
         schemathesis.openapi.from_url, shell.user_url + "/openapi.json", config=config, verify=str(pki.ca)
     )
-    statuses = await asyncio.to_thread(_fuzz, schema, pki, shell, seed)
+    statuses = await asyncio.to_thread(_fuzz, schema, pki, shell, seed, owner.token)
     # The fuzzing reached past admission: every operation saw a success and a refusal.
     by_op: dict[str, set[int]] = {}
     for (label, status), _ in statuses.items():

@@ -59,6 +59,7 @@ def _answers(error: ErrorCode, route: Route) -> bool:
         "worker": route.audience in ("worker", "worker-open"),
         "signed": route.audience == "worker",
         "user": route.audience == "user",
+        "sealing": route.sealing is not None,
         "unrouted": False,
     }[error.scope]
 

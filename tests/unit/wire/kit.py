@@ -22,6 +22,8 @@ from qinglong.wire import (
     CANCELLATION_RESPONSES,
     LEASE_CONTROL_RESPONSES,
     OFFER_RESPONSES,
+    SECRET_DELETE_RESPONSES,
+    SECRET_SET_RESPONSES,
     Message,
     Record,
     Variants,
@@ -50,7 +52,13 @@ from qinglong.wire.fields import (
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-VARIANTS: tuple[Variants[Any], ...] = (OFFER_RESPONSES, LEASE_CONTROL_RESPONSES, CANCELLATION_RESPONSES)
+VARIANTS: tuple[Variants[Any], ...] = (
+    OFFER_RESPONSES,
+    LEASE_CONTROL_RESPONSES,
+    CANCELLATION_RESPONSES,
+    SECRET_SET_RESPONSES,
+    SECRET_DELETE_RESPONSES,
+)
 Path_ = tuple[str | int, ...]
 
 # ---------------------------------------------------------------- strategies from the declarations
@@ -81,7 +89,7 @@ def value_strategy(spec: Spec) -> st.SearchStrategy[Any]:
     if isinstance(spec, Token):
         return st.binary(min_size=32, max_size=32).map(lambda b: base64.urlsafe_b64encode(b).decode()[:43])
     if isinstance(spec, Base64Bytes):
-        return st.binary(max_size=min(spec.max_bytes, 96))
+        return st.binary(min_size=spec.min_bytes, max_size=min(spec.max_bytes, 96))
     if isinstance(spec, Str):
         if spec.pattern == SHA256_HEX_PATTERN:
             return st.binary(min_size=32, max_size=32).map(bytes.hex)  # cheaper than from_regex

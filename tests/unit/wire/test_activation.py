@@ -1,8 +1,9 @@
-"""Tests of the activation contract (qinglong.wire.activation). Touches nothing. (Its agreement with the
-SQL results: tests/integration/db/test_result_shapes.py.)"""
+"""Tests of the activation contract (qinglong.wire.activation), the secrets a starting ACK delivers included.
+Touches nothing. (Its agreement with the SQL results: tests/integration/db/test_result_shapes.py.)"""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -12,9 +13,11 @@ from qinglong.wire.activation import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
+    DeliveredSecret,
     Snapshot,
 )
 from qinglong.wire.codec import MAX_SAFE_INTEGER
+from qinglong.wire.common import SECRET_REFS_MAX, SECRET_VALUE_MAX_BYTES
 from qinglong.wire.fields import Enum, Token
 from tests.unit.wire.kit import (
     TOKEN,
@@ -74,9 +77,10 @@ def test_the_response_never_carries_a_token() -> None:
         ActivationResponse.from_result({"status": "applied", "snapshot": snapshot(leaseToken=TOKEN)})
 
 
-def test_a_full_snapshot_fits_the_16_kib_cap() -> None:
+def full_snapshot() -> dict[str, Any]:
+    """The largest snapshot the contract admits."""
     receipt = {"artifactId": UUID, "kind": "log", "sha256": "f" * 64, "size": 8 * 1024 * 1024}
-    big = snapshot(
+    return snapshot(
         attemptNo=100,
         attemptVersion=MAX_SAFE_INTEGER,
         leaseVersion=MAX_SAFE_INTEGER,
@@ -86,9 +90,65 @@ def test_a_full_snapshot_fits_the_16_kib_cap() -> None:
         cancelReason="reconcile",
         artifacts=[receipt, {**receipt, "kind": "result"}],
     )
-    body = encode({"schema": SCHEMA, "status": "already_terminal", "snapshot": big})
-    assert len(body) < ActivationResponse.CAP == 16 * 1024
+
+
+def test_a_full_snapshot_fits_16_kib() -> None:
+    body = encode({"schema": SCHEMA, "status": "already_terminal", "snapshot": full_snapshot()})
+    assert len(body) < 16 * 1024 < ActivationResponse.CAP
     assert ActivationResponse.parse(body).snapshot.artifacts[1].kind == "result"
+
+
+def test_a_full_snapshot_and_sixteen_secrets_of_64_kib_fit_the_cap() -> None:
+    value = b"\xff" * SECRET_VALUE_MAX_BYTES
+    secrets = [
+        {"name": f"S{n:02d}" + "X" * 61, "version": MAX_SAFE_INTEGER, "value": base64.b64encode(value).decode()}
+        for n in range(SECRET_REFS_MAX)
+    ]
+    body = encode({"schema": SCHEMA, "status": "applied", "snapshot": full_snapshot(), "secrets": secrets})
+    assert len(body) <= ActivationResponse.CAP
+    parsed = ActivationResponse.parse(body)
+    assert parsed.secrets is not None and len(parsed.secrets) == SECRET_REFS_MAX
+    assert {len(s.name) for s in parsed.secrets} == {64} and parsed.secrets[0].value == value
+    # and a seventeenth is refused
+    over = {"schema": SCHEMA, "status": "applied", "snapshot": snapshot(), "secrets": [*secrets[:1]] * 17}
+    with pytest.raises(WireError) as caught:
+        ActivationResponse.from_obj(over)
+    assert caught.value.code == "wire.too_long"
+
+
+def test_an_answer_without_secrets_is_the_one_before_secrets() -> None:
+    """Old Workers keep working: no `secrets` key at all (never null, never []) unless a starting ACK delivers."""
+    result = {"status": "applied", "snapshot": snapshot()}
+    message = ActivationResponse.from_result(result)
+    assert message.secrets is None
+    assert message.to_json() == encode({**result, "schema": SCHEMA})
+    with pytest.raises(WireError) as caught:
+        ActivationResponse.from_obj({"schema": SCHEMA, **result, "secrets": None})
+    assert caught.value.code == "wire.bad_type"
+
+
+def test_a_delivered_value_never_shows_in_repr_or_errors() -> None:
+    value = b"hunter2-the-delivered-value"
+    encoded = base64.b64encode(value).decode()
+    answer = ActivationResponse.from_obj(
+        {"schema": SCHEMA, "status": "already_starting", "snapshot": snapshot(),
+         "secrets": [{"name": "DB_PASSWORD", "version": 3, "value": encoded}]}
+    )  # fmt: skip
+    assert answer.secrets == (DeliveredSecret(name="DB_PASSWORD", version=3, value=value),)
+    assert "hunter2" not in repr(answer) and encoded not in repr(answer)
+    assert DeliveredSecret.field("value").secret
+    bad = [
+        {"name": "db_password", "version": 1, "value": encoded},  # not an environment-variable name
+        {"name": "DB_PASSWORD", "version": 0, "value": encoded},
+        {"name": "DB_PASSWORD", "version": 1, "value": encoded.rstrip("=") + "!"},
+        {"name": "DB_PASSWORD", "version": 1, "value": ""},  # a value is at least one byte
+        {"name": "DB_PASSWORD", "version": 1, "value": encoded, "versionId": UUID},  # sealed fields never pass
+    ]
+    for item in bad:
+        with pytest.raises(WireError) as caught:
+            ActivationResponse.from_obj({"schema": SCHEMA, "status": "applied", "snapshot": snapshot(),
+                                         "secrets": [item]})  # fmt: skip
+        assert "hunter2" not in str(caught.value) and encoded not in str(caught.value)
 
 
 @pytest.mark.parametrize(

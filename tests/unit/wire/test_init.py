@@ -1,6 +1,7 @@
 """Tests of the package surface (qinglong.wire). Touches nothing; reads wire/*.py.
 
-The schema table, the caps, where secrets may travel, and that the package stays standard-library only.
+The schema table, the caps, where secrets (lease tokens, session keys, Project secret values) may travel, and that
+the package stays standard-library only.
 """
 
 from __future__ import annotations
@@ -44,13 +45,21 @@ from qinglong.wire import (
     RunList,
     RunOutput,
     RunTimeline,
+    SecretAlreadyDeleted,
+    SecretAlreadySet,
+    SecretDeleted,
+    SecretDeleteRequest,
+    SecretList,
+    SecretSet,
+    SecretSetRequest,
     TaskList,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
 )
-from qinglong.wire.fields import List, Nested, Token
+from qinglong.wire.activation import DeliveredSecret
+from qinglong.wire.fields import Base64Bytes, List, Nested, Token
 
 WIRE = Path(wire_pkg.__file__).resolve().parent
 KIB = 1024
@@ -65,7 +74,8 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     OfferEmpty: ("qinglong/remote-offer@v1", 128 * KIB),
     ActivationRequest: ("qinglong/remote-run-activation@v1", 4 * KIB),
     ActivationStartFailureRequest: ("qinglong/remote-run-activation@v1", 4 * KIB),
-    ActivationResponse: ("qinglong/remote-run-activation@v1", 16 * KIB),
+    # a full snapshot fits 16 KiB; 16 secrets of 64 KiB in base64 (87,384 characters), 88 KiB each with their names
+    ActivationResponse: ("qinglong/remote-run-activation@v1", 16 * KIB + 16 * 88 * KIB),
     LeaseControlRequest: ("qinglong/remote-worker-lease-control@v1", 8 * KIB),
     LeaseRenewed: ("qinglong/remote-worker-lease-control@v1", 4 * KIB),
     LeaseStopRequested: ("qinglong/remote-worker-lease-control@v1", 4 * KIB),
@@ -89,6 +99,13 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     TaskList: ("qinglong/task-list@v1", 2048 * KIB),
     ProjectView: ("qinglong/project-view@v1", 2 * KIB),
     ProjectWorkers: ("qinglong/project-view@v1", 256 * KIB),
+    SecretSetRequest: ("qinglong/secret@v1", 96 * KIB),
+    SecretSet: ("qinglong/secret@v1", 4 * KIB),
+    SecretAlreadySet: ("qinglong/secret@v1", 4 * KIB),
+    SecretDeleteRequest: ("qinglong/secret@v1", 4 * KIB),
+    SecretDeleted: ("qinglong/secret@v1", 4 * KIB),
+    SecretAlreadyDeleted: ("qinglong/secret@v1", 4 * KIB),
+    SecretList: ("qinglong/secret@v1", 512 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {
@@ -103,9 +120,13 @@ REQUESTS: set[type[Message]] = {
     CancellationRequest,
     EnqueueRequest,
     OutputAppendRequest,
+    SecretSetRequest,
+    SecretDeleteRequest,
 }
 # pages for the CLI and the console, never for a Worker
-USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers}
+USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers, SecretList}
+# the one Worker answer over 128 KiB: a starting ACK's answer delivers the secret values its plan names
+DELIVERIES: set[type[Message]] = {ActivationResponse}
 
 
 def test_every_message_has_its_schema_and_cap() -> None:
@@ -117,9 +138,11 @@ def test_every_message_has_its_schema_and_cap() -> None:
         LeaseControlRequest,
         ArtifactUploadRequest,
         OutputAppendRequest,
+        SecretSetRequest,
+        SecretDeleteRequest,
     }
     assert all(cls.CAP == 4 * KIB for cls in worker_requests)
-    assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS | USER_READS)
+    assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS | USER_READS | DELIVERIES)
 
 
 def _tokens(cls: type[Record]) -> set[str]:
@@ -140,6 +163,33 @@ def test_lease_tokens_travel_only_in_the_offer_and_in_requests_and_secrets_never
     assert others == {WorkerSessionOpened: {"sessionKey"}}
     for cls in ALL_MESSAGES:
         assert all(f.secret for f in cls.FIELDS if isinstance(f.spec, Token))
+
+
+def _base64_fields(cls: type[Record], at: str = "") -> dict[str, bool]:
+    """Every bytes field reachable from a record, by its path, with whether it is marked secret."""
+    found: dict[str, bool] = {}
+    for f in cls.FIELDS:
+        spec = f.spec.item if isinstance(f.spec, List) else f.spec
+        if isinstance(spec, Base64Bytes):
+            found[f"{at}{f.name}"] = f.secret
+        if isinstance(spec, Nested):
+            found |= _base64_fields(spec.record, f"{at}{f.name}.")
+    return found
+
+
+def test_secret_values_travel_only_in_a_set_and_in_a_starting_ack_s_answer_and_never_show() -> None:
+    """A Project secret's value crosses the wire in two places only, each field marked secret (out of repr): the
+    body of a set, and the value delivered to a Worker. No answer to a user carries bytes of it."""
+    hidden = {(cls, path) for cls in ALL_MESSAGES for path, secret in _base64_fields(cls).items() if secret}
+    assert hidden == {
+        (SecretSetRequest, "value"),
+        (ActivationResponse, "secrets.value"),
+        (ArtifactUploadRequest, "contentBase64"),  # task output and artifacts may hold anything: never logged
+        (OutputAppendRequest, "dataBase64"),
+    }
+    assert DeliveredSecret.field("value").secret
+    user_answers = {cls for cls in ALL_MESSAGES if cls.SCHEMA == "qinglong/secret@v1" and cls not in REQUESTS}
+    assert len(user_answers) == 5 and all(_base64_fields(cls) == {} for cls in user_answers)
 
 
 def test_the_public_api_is_exported() -> None:

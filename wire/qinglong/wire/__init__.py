@@ -22,6 +22,7 @@ from qinglong.wire import (
     project,
     ql3w,
     run_list,
+    secrets,
     session,
     tasks,
     timeline,
@@ -31,6 +32,7 @@ from qinglong.wire.activation import (
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
+    DeliveredSecret,
     Executor,
     Snapshot,
 )
@@ -103,6 +105,21 @@ from qinglong.wire.output import (
 from qinglong.wire.project import PROJECT_VIEW_SCHEMA, ProjectView, ProjectWorker, ProjectWorkers
 from qinglong.wire.query import Query
 from qinglong.wire.run_list import RUN_LIST_SCHEMA, RunList, RunListQuery, RunSummary
+from qinglong.wire.secrets import (
+    SECRET_DELETE_RESPONSES,
+    SECRET_SCHEMA,
+    SECRET_SET_RESPONSES,
+    SecretAlreadyDeleted,
+    SecretAlreadySet,
+    SecretDeleted,
+    SecretDeleteRequest,
+    SecretDeleteResponse,
+    SecretEntry,
+    SecretList,
+    SecretSet,
+    SecretSetRequest,
+    SecretSetResponse,
+)
 from qinglong.wire.session import (
     SESSION_SCHEMA,
     WorkerSessionAlive,
@@ -126,6 +143,7 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *output.MESSAGES,
     *tasks.MESSAGES,
     *project.MESSAGES,
+    *secrets.MESSAGES,
     *errors.MESSAGES,
 )
 
@@ -150,6 +168,9 @@ __all__ = [
     "OUTPUT_SCHEMA",
     "PROJECT_VIEW_SCHEMA",
     "RUN_LIST_SCHEMA",
+    "SECRET_DELETE_RESPONSES",
+    "SECRET_SCHEMA",
+    "SECRET_SET_RESPONSES",
     "SESSION_SCHEMA",
     "TASK_LIST_SCHEMA",
     "TIMELINE_SCHEMA",
@@ -169,6 +190,7 @@ __all__ = [
     "CompletionArtifact",
     "CompletionRequest",
     "CompletionResponse",
+    "DeliveredSecret",
     "EnqueueRequest",
     "EnqueueResponse",
     "ErrorMessage",
@@ -201,6 +223,16 @@ __all__ = [
     "RunProjection",
     "RunSummary",
     "RunTimeline",
+    "SecretAlreadyDeleted",
+    "SecretAlreadySet",
+    "SecretDeleteRequest",
+    "SecretDeleteResponse",
+    "SecretDeleted",
+    "SecretEntry",
+    "SecretList",
+    "SecretSet",
+    "SecretSetRequest",
+    "SecretSetResponse",
     "Snapshot",
     "TaskList",
     "TaskSchedule",

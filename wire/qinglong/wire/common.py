@@ -15,7 +15,7 @@ from qinglong.wire.fields import Enum, Int, Message, Record, Str, Token, Uuid, w
 MAX_INT32: Final = 2**31 - 1
 ARTIFACT_COLUMN_MAX_BYTES: Final = 8 * 1024 * 1024  # ql.artifacts.size check
 ERROR_CODE_PATTERN: Final = "[a-z0-9_.]{1,64}"  # ql.run_attempts.error_code check
-SECRET_NAME_PATTERN: Final = "[A-Z_][A-Z0-9_]{0,63}"  # a Project secret's name (ql.secret_name)
+SECRET_NAME_PATTERN: Final = "[A-Z_][A-Z0-9_]{0,63}"  # noqa: S105  a Project secret's name (ql.secret_name)
 SECRET_VALUE_MAX_BYTES: Final = 64 * 1024  # a secret value: 1 byte to 64 KiB, any bytes
 SECRET_REFS_MAX: Final = 16  # the secrets one plan may name (ql.plan_is_valid)
 NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # ql.projects.name and ql.tasks.name check

@@ -96,6 +96,8 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "empty_token",
     "limit",  # the scheduler's convergence pages (and the run history's page size)
     "grace_ms",
+    "version_id",  # Project secrets (ql/secrets, deployed right after ql/outcome_reasons)
+    "sealed",
     "status",  # the run history's filters (ql_api.run_list_v1)
     "time_range",
     "cursor",
@@ -145,20 +147,24 @@ INVALID_MEANINGS: Final[Mapping[str, str]] = {
     "cursor": "the cursor is not one the run history answered",
     "cron_never_fires": "the cron expression matches no date, e.g. February 30 (operators: task schedules)",
     "offset": "the output chunk starts past the stream's end before the stream's head is complete",
+    "version_id": "the secret version id the shell chose is missing or already used (a shell bug)",
+    "sealed": "the sealed secret value does not fit its columns (a shell bug: the value never reaches the database)",
 }
 
-Scope = Literal["any", "body", "input", "worker", "signed", "user", "unrouted"]
+Scope = Literal["any", "body", "input", "worker", "signed", "user", "sealing", "unrouted"]
 """Which routes can answer a code: any route, a route that takes a body, a route that takes a body or query
 parameters ("input": the field rules both share), a Worker route, a Worker route signed with ql3w (all but
-session open), a user route, or none ("unrouted": the answer when a listener has
-no route for the request's path and method)."""
+session open), a user route, a route that seals or opens Project secret values with the shell's key-encryption
+keys ("sealing": a secret's set, and the activation whose starting ACK delivers them), or none ("unrouted": the
+answer when a listener has no route for the request's path and method)."""
 SCOPES: Final[Mapping[str, tuple[Scope, ...]]] = {
     "worker-open": ("any", "worker"),
     "worker": ("any", "worker", "signed"),
     "user": ("any", "user"),
 }
 """The scopes of each route audience (qinglong.shell.routes.Route.audience); "body" and "input" are added for a
-route with a body, "input" for a route with query parameters."""
+route with a body, "input" for a route with query parameters, "sealing" for a route that seals or opens secret
+values (qinglong.shell.routes.Route.sealing)."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,8 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
     ErrorCode(
         codec.BAD_PATTERN,
         400,
-        "a string that does not match its pattern (or a path project that is neither an id nor a name)",
+        "a string that does not match its pattern (or a path project that is neither an id nor a name, or a path"
+        " secret name that is not `[A-Z_][A-Z0-9_]{0,63}`)",
     ),
     ErrorCode(codec.BAD_BASE64, 400, "a token or content that is not canonical base64", "body"),
     ErrorCode("not_found", 404, "missing, or another Project's or another Worker's object"),
@@ -284,6 +291,27 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
         "the transaction kept conflicting with concurrent ones (serialization failure or deadlock) after the"
         " shell's own retries; retry it",
     ),
+    ErrorCode(
+        "secrets.unconfigured",
+        503,
+        "this shell holds no key-encryption key (shell.toml has no `[secrets]`), so it can neither seal nor open"
+        " a secret value; another shell may",
+        "sealing",
+    ),
+    ErrorCode(
+        "secrets.unknown_kek",
+        503,
+        "a secret value is sealed under a key-encryption key this shell does not hold (a rotation not finished"
+        " here: `accepted_kek_files`); another shell, or this one after a reload, may",
+        "sealing",
+    ),
+    ErrorCode(
+        "secrets.tampered",
+        500,
+        "a stored secret value does not authenticate under its key (altered, or moved to another Project, name or"
+        " version): it is never delivered",
+        "sealing",
+    ),
     ErrorCode("internal.bad_projection", 503, "the database answered outside the response contract (never forwarded)"),
     ErrorCode(
         "internal.error",
@@ -295,10 +323,15 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
 ERROR_CODES: Final[tuple[str, ...]] = tuple(ERRORS)
 
 
-def route_errors(audience: str, *, body: bool, query: bool = False) -> tuple[ErrorCode, ...]:
-    """The codes a route can answer: its audience ("worker-open", "worker" or "user"), and whether it takes a body
-    or query parameters."""
-    scopes = (*SCOPES[audience], *(("body",) if body else ()), *(("input",) if body or query else ()))
+def route_errors(audience: str, *, body: bool, query: bool = False, sealing: bool = False) -> tuple[ErrorCode, ...]:
+    """The codes a route can answer: its audience ("worker-open", "worker" or "user"), whether it takes a body
+    or query parameters, and whether it seals or opens secret values."""
+    scopes = (
+        *SCOPES[audience],
+        *(("body",) if body else ()),
+        *(("input",) if body or query else ()),
+        *(("sealing",) if sealing else ()),
+    )
     return tuple(error for error in ERRORS.values() if error.scope in scopes)
 
 

@@ -40,9 +40,9 @@ ENV_VALUE_MAX_CHARS: Final = 4096
 POOL_PATTERN: Final = "[a-z0-9_-]{1,64}"
 CWD_MAX_CHARS: Final = 4096
 ACCOUNT_PATTERN: Final = "[a-z_][a-z0-9_-]{0,31}"  # a user or group name (a name, never a number)
-SECRET_ENV_NAME_PATTERN: Final = "[A-Za-z_][A-Za-z0-9_]{0,127}"  # a variable a secret is put in
+SECRET_ENV_NAME_PATTERN: Final = "[A-Za-z_][A-Za-z0-9_]{0,127}"  # noqa: S105  a variable a secret is put in
 # A file a secret is written to, relative to the Run's directory: segments of [A-Za-z0-9._-], none . or ..
-SECRET_FILE_PATTERN: Final = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+(?:/(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+)*"
+SECRET_FILE_PATTERN: Final = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+(?:/(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+)*"  # noqa: S105
 SECRET_FILE_MAX_CHARS: Final = 255
 
 

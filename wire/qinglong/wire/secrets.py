@@ -1,11 +1,13 @@
 """qinglong/secret@v1: a user sets, deletes and lists a Project's secrets. Touches nothing: declarations.
 
-A secret is a name (an environment-variable name, `SECRET_NAME_PATTERN`) and a value of 1 byte to 64 KiB,
-any bytes, carried as base64 only in the body of a set. The shell seals the value before it reaches the
+A secret is a name (an environment-variable name, `SECRET_NAME_PATTERN`, in the path) and a value of 1 byte to
+64 KiB, any bytes, carried as base64 only in the body of a set. The shell seals the value before it reaches the
 database (docs/decisions/0015-secrets.md), and no answer, error or log carries it back: a set answers the
-version it made, a list names, versions, sizes, who and when. Each set makes a new immutable version; the
-body's mutationId makes a retried set or delete idempotent (`already_set`, the first answer). Fences,
-denials and not-found travel as qinglong/error@v1.
+version it made, a list names, versions, sizes, who and when. Each set makes a new immutable version. The body's
+mutationId makes a retried set or delete idempotent: a set answers `set` (202, this call made the version) or
+`already_set` (200, the same mutation replayed: the version it made then); a delete answers `deleted` (202) or
+`already_deleted` (200, the secret was deleted before), and a replayed delete its first answer. Fences, denials
+and not-found (another Project's secret, or a name never set) travel as qinglong/error@v1.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Final, Literal
 from qinglong.wire.cancellation import MUTATION_ID_PATTERN
 from qinglong.wire.codec import KIB
 from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_VALUE_MAX_BYTES, TIME_MS
-from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
+from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Message, Nested, Record, Str, Uuid, Variants, wire
 
-SECRET_SCHEMA: Final = "qinglong/secret@v1"
+SECRET_SCHEMA: Final = "qinglong/secret@v1"  # noqa: S105  (a schema name, not a secret)
 SECRETS_MAX: Final = 1000  # the most a list answers (a Project's secrets; far above any panel's)
 MUTATION_ID: Final = Str(128, min_len=1, pattern=MUTATION_ID_PATTERN)
 SECRET_NAME: Final = Str(64, min_len=1, pattern=SECRET_NAME_PATTERN)
@@ -34,12 +36,25 @@ class SecretSetRequest(Message):
 
 
 class SecretSet(Message):
-    """This call made a new version (`set`), or the same mutation was replayed (`already_set`)."""
+    """This call made a new version."""
 
     SCHEMA = SECRET_SCHEMA
     CAP = 4 * KIB
 
-    status: Literal["set", "already_set"] = wire(Enum(("set", "already_set")))
+    status: Literal["set"] = wire(Enum(("set",)), default="set")
+    name: str = wire(SECRET_NAME)
+    version: int = wire(Int(1))
+    size: int = wire(Int(1, SECRET_VALUE_MAX_BYTES))
+    set_at_ms: int = wire(TIME_MS)
+
+
+class SecretAlreadySet(Message):
+    """The same mutation was replayed: the version it made then."""
+
+    SCHEMA = SECRET_SCHEMA
+    CAP = 4 * KIB
+
+    status: Literal["already_set"] = wire(Enum(("already_set",)), default="already_set")
     name: str = wire(SECRET_NAME)
     version: int = wire(Int(1))
     size: int = wire(Int(1, SECRET_VALUE_MAX_BYTES))
@@ -56,12 +71,22 @@ class SecretDeleteRequest(Message):
 
 
 class SecretDeleted(Message):
-    """The secret is deleted (`deleted` by this call, or `already_deleted`)."""
+    """This call deleted the secret (or a replay of the call that did)."""
 
     SCHEMA = SECRET_SCHEMA
     CAP = 4 * KIB
 
-    status: Literal["deleted", "already_deleted"] = wire(Enum(("deleted", "already_deleted")))
+    status: Literal["deleted"] = wire(Enum(("deleted",)), default="deleted")
+    name: str = wire(SECRET_NAME)
+
+
+class SecretAlreadyDeleted(Message):
+    """The secret was deleted before this call."""
+
+    SCHEMA = SECRET_SCHEMA
+    CAP = 4 * KIB
+
+    status: Literal["already_deleted"] = wire(Enum(("already_deleted",)), default="already_deleted")
     name: str = wire(SECRET_NAME)
 
 
@@ -88,4 +113,17 @@ class SecretList(Message):
     secrets: tuple[SecretEntry, ...] = wire(List(Nested(SecretEntry), max_items=SECRETS_MAX))
 
 
-MESSAGES: Final[tuple[type[Message], ...]] = (SecretSetRequest, SecretSet, SecretDeleteRequest, SecretDeleted, SecretList)
+SecretSetResponse = SecretSet | SecretAlreadySet
+SECRET_SET_RESPONSES: Final[Variants[SecretSetResponse]] = Variants(SecretSet, SecretAlreadySet)
+SecretDeleteResponse = SecretDeleted | SecretAlreadyDeleted
+SECRET_DELETE_RESPONSES: Final[Variants[SecretDeleteResponse]] = Variants(SecretDeleted, SecretAlreadyDeleted)
+
+MESSAGES: Final[tuple[type[Message], ...]] = (
+    SecretSetRequest,
+    SecretSet,
+    SecretAlreadySet,
+    SecretDeleteRequest,
+    SecretDeleted,
+    SecretAlreadyDeleted,
+    SecretList,
+)
