@@ -120,6 +120,7 @@ class StubPlane(IngressClient):
         self.fail: dict[str, int] = {}  # call name → how many of its next calls get no answer
         self.after: Callable[[str], None] | None = None  # runs after each answered call, with its name
         self.terminal = False  # lease control answers `terminal` (the Attempt ended elsewhere)
+        self.ttl_ms = 60_000  # what a renewal grants
         self.pulled = False
 
     def names(self) -> list[str]:
@@ -222,7 +223,7 @@ class StubPlane(IngressClient):
                                  ended_at_ms=at)  # fmt: skip
         assert body.expected_version == self.lease_version, (body.expected_version, self.lease_version)
         self.lease_version += 1
-        return LeaseRenewed(lease_version=self.lease_version, renewed_at_ms=at, expires_at_ms=at + 60_000,
+        return LeaseRenewed(lease_version=self.lease_version, renewed_at_ms=at, expires_at_ms=at + self.ttl_ms,
                             deadline_at_ms=None)  # fmt: skip
 
     async def append_output(

@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 
+from qinglong.wire import LEASE_CONTROL_RESPONSES, ActivationResponse
 from qinglong.wire.offer import Plan
+from qinglong.worker.client import MAX_RESPONSE, _cap
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.delivery import FileDelivery, plan_files, write_files
 from qinglong.worker.executor import Executor, TaskPolicy
@@ -438,3 +440,27 @@ async def test_a_worker_that_starts_retries_the_files_an_ended_record_kept(rig: 
     lc = rig.lifecycle(plane)
     await lc.start()
     assert os.listdir(run_dir) == []
+
+
+async def test_a_task_stopped_at_its_local_lease_expiry_takes_its_secret_files_with_it(rig: Rig) -> None:
+    plane = StubPlane(offered(plan(("sleep", "30")), lease_ms=2000), SECRETS)
+    plane.ttl_ms = 2000
+    lc = rig.lifecycle(plane)
+    await lc.start()
+    await rig.tick_until(lc, lambda: rig.state() == "running_acknowledged")
+    assert (rig.run_dir(plane) / "db.pw").exists()
+    plane.fail.update({"lease-control": 10_000, "completion": 10_000})  # unreachable: the local Lease runs out
+    await rig.tick_until(lc, lambda: rig.state() == "lease_lost_local_execution_stopped")
+    assert os.listdir(rig.run_dir(plane)) == ["keys"]
+
+
+def test_the_client_reads_the_largest_activation_answer() -> None:
+    """16 secrets of 64 KiB, any bytes: about 1.4 MiB of JSON, over the 128 KiB every other answer is held to."""
+    values = {f"S{i:02d}": os.urandom(64 * 1024) for i in range(16)}
+    plane = StubPlane(offered(Plan(argv=("true",), secret_env={f"V{i}": n for i, n in enumerate(values)})), values)
+    plane.status = "starting"
+    answer = ActivationResponse(status="already_starting", snapshot=plane.snapshot(), secrets=plane._delivered())
+    size = len(answer.to_json())
+    assert MAX_RESPONSE < size <= _cap(ActivationResponse)
+    assert ActivationResponse.parse(answer.to_json()).secrets == answer.secrets
+    assert _cap(LEASE_CONTROL_RESPONSES) <= MAX_RESPONSE  # every other answer keeps its bound
