@@ -309,9 +309,10 @@ class Served:
     `lose[kind] = n`: the next n answers of that route are lost AFTER the handler ran (its transaction
     committed): the connection is cut instead of answering, as a dropped link would."""
 
-    def __init__(self, db: ShellDatabase, pki: Pki) -> None:
+    def __init__(self, db: ShellDatabase, pki: Pki, worker_app_options: Mapping[str, Any] | None = None) -> None:
         self.db = db
         self.pki = pki
+        self.worker_app_options = dict(worker_app_options or {})  # more keyword arguments of make_app("worker")
         self.secret = os.urandom(32)
         self.seen: list[Seen] = []
         self.hold_pulls = False
@@ -355,7 +356,7 @@ class Served:
 
     async def start(self) -> None:
         await self.db.open()
-        worker_app = make_app("worker", self.db, ql3w.Keyring(self.secret))
+        worker_app = make_app("worker", self.db, ql3w.Keyring(self.secret), **self.worker_app_options)
 
         @web.middleware
         async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -691,10 +692,16 @@ def _copy_credentials(pki: Pki, folder: Path) -> FileCredentials:
 
 @contextlib.asynccontextmanager
 async def rig_over(
-    database: PgDatabase, pki: Pki, tmp_path: Path, shell_db: ShellDatabase, project_name: str = "project-w"
+    database: PgDatabase,
+    pki: Pki,
+    tmp_path: Path,
+    shell_db: ShellDatabase,
+    project_name: str = "project-w",
+    worker_app_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Rig]:
     """A project, worker-a enrolled, an operator, and the in-process shell over `shell_db` (its pool:
-    direct to the test database, or through pgbouncer)."""
+    direct to the test database, or through pgbouncer); `worker_app_options`: more keyword arguments of the
+    worker-ingress app (e.g. what opens sealed secrets)."""
     conn = psycopg.connect(database.dsn(), autocommit=True)
     project = make_project(conn, project_name)
     conn.execute(
@@ -703,7 +710,7 @@ async def rig_over(
     )
     operator = make_user(conn)
     set_role(conn, project, operator, "operator", True)
-    served = Served(shell_db, pki)
+    served = Served(shell_db, pki, worker_app_options)
     try:
         await served.start()
     except BaseException:

@@ -6,8 +6,9 @@ credential files it is given on every call.
 - Credentials are re-read from the provider for every call; the connection pool is keyed by the
   SHA-256 of certificate + key + trust anchors, so a rotation opens a new socket and closes the old.
 - One socket (`limit=1`), keep-alive, no redirects, no compression (Accept-Encoding: identity, a
-  Content-Encoding is refused), JSON only, exact Content-Length within the response cap, and only
-  the allow-listed worker-ingress paths.
+  Content-Encoding is refused), JSON only, exact Content-Length within the response cap (128 KiB, or the
+  answer contract's own cap when larger: an activation answer delivering secrets), and only the allow-listed
+  worker-ingress paths.
 - Every request is signed with ql3w under the key id the session was opened with; every response is
   parsed by its wire contract, and a lease renewal must answer exactly expectedVersion + 1. An answer
   that says the session was keyed under a secret the shell is retiring sets `rekey_wanted` (the
@@ -255,7 +256,7 @@ class IngressClient:
             async with http.post(
                 self._origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
             ) as resp:
-                data = await _read_exact(resp)
+                data = await _read_exact(resp, max(MAX_RESPONSE, _cap(contract)))
                 answered = resp.headers
         except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
             emit(log, logging.WARNING, "call.transport_failed", key=f"transport:{route}", route=route,
@@ -337,14 +338,19 @@ class IngressClient:
         return await self._call(self._path(paths.COMPLETION, session, offer_id), body, CompletionResponse, session)
 
 
-async def _read_exact(resp: aiohttp.ClientResponse) -> bytes:
-    """The body, only if it is identity-encoded JSON with an exact Content-Length within the cap."""
+def _cap(contract: Variants[Any] | type[Message]) -> int:
+    """The answer cap of a contract (an activation answer that delivers secrets is the largest)."""
+    return contract.cap if isinstance(contract, Variants) else contract.CAP
+
+
+async def _read_exact(resp: aiohttp.ClientResponse, cap: int = MAX_RESPONSE) -> bytes:
+    """The body, only if it is identity-encoded JSON with an exact Content-Length within `cap`."""
     if resp.headers.get("Content-Encoding", "identity") != "identity":
         raise ProtocolError("a compressed response was refused")
     if resp.content_type != "application/json":
         raise ProtocolError("the response is not application/json")
     length = resp.content_length
-    if length is None or length > MAX_RESPONSE:
+    if length is None or length > cap:
         raise ProtocolError("the response has no Content-Length or exceeds the cap")
     data = await resp.content.read(length + 1)
     while len(data) <= length and not resp.content.at_eof():

@@ -26,13 +26,28 @@ In order, for one record, single-flight per offer:
    one chunk (≤ CHUNK_MAX_BYTES) per stream with unsent bytes, each call bounded by a quarter of the
    local Lease left; a failed append is isolated (the lease path decides).
 
-Output (stdout and stderr, each its own stream): where each stream stands is kept in memory only,
-per offer, from the database's answers (nextOffset, headBytes, tailBytes): the database is the
-authority, so nothing about output is journaled. A stream not yet answered (a new task, a Worker
-restart, a refused append) is sent from offset 0; the database answers a replay with the nextOffset
-it holds and shipping goes on from there. Once nextOffset ≥ headBytes and more than tailBytes are
-unsent, the next chunk skips ahead to size - tailBytes (`next_chunk`): a long log costs its head and
-its tail on the wire, and the skipped bytes are dropped.
+Output (stdout and stderr, each its own stream) leaves the Worker masked: every occurrence of a secret value
+the Attempt received (and of its common encodings, masking.py) is `***` in what is shipped. Where each stream
+stands is kept in memory only, per offer (`Cursor`): the raw bytes read from its file and fed to a Masker
+(`raw_read`), the masked bytes not yet acknowledged or skipped (`pending`, from masked offset `base`), and the
+database's last answer (nextOffset, headBytes, tailBytes), which counts MASKED bytes: the database holds the
+masked stream and is the authority, so nothing about output is journaled. Masking changes lengths, so raw
+and masked offsets differ; the masked stream depends only on the raw bytes (never on how they were cut), so
+it can be rebuilt: a stream not yet answered (a new task, a Worker restart, a refused append) is masked again
+from raw offset 0 and sent from masked offset 0; the database answers a replay with the nextOffset it holds,
+and the masked bytes below it are dropped as they are made again. Once nextOffset ≥ headBytes and more than
+tailBytes are unsent, the next chunk skips ahead to masked size - tailBytes (`next_chunk`): a long log costs
+its head and its tail on the wire (its whole raw file is still read and masked, to know the masked size; at
+most MASK_READ_BYTES per append call, so a long catch-up takes several calls and never holds the tick). The
+Masker holds back up to its longest pattern less one byte, which could still become a secret, until more
+output comes; the drain before the completion flushes it once the file is read up to the size it had when the
+drain began (a straggler's later bytes are then never shipped). A plan that names no secret (or values too
+short to mask) ships the raw stream and reads only the bytes it sends.
+The values: the ones the Processor spawned with (SecretValues, memory only); after a Worker restart they are
+had again before any output is shipped by replaying the starting ACK (after the running ACK, so the replay can
+only answer already_running, never start or end anything). An answer that lacks one (the secret was deleted
+since) or an Attempt already ended: no more of its output leaves the Worker (log output.unmaskable, the run id
+only), and the completion still goes.
 """
 
 from __future__ import annotations
@@ -41,10 +56,18 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from qinglong.wire import CompletionRequest, LeaseControlRequest, LeaseControlResponse, OutputAppendRequest
+from qinglong.wire import (
+    ActivationRequest,
+    CompletionRequest,
+    LeaseControlRequest,
+    LeaseControlResponse,
+    OutputAppended,
+    OutputAppendRequest,
+)
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.worker.client import (
@@ -56,15 +79,19 @@ from qinglong.worker.client import (
     Unauthenticated,
 )
 from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.delivery import UNMASKABLE, SecretValues, missing
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
+from qinglong.worker.masking import MIN_MASKED_BYTES, Masker
 
 log = logging.getLogger("qinglong.worker")
 
 MIN_CALL_S: Final = 0.5  # the shortest budget a lease-control or output call is given near the local expiry
 DRAIN_STALLS: Final = 3  # drains in a row that got no byte through: the completion then goes without the rest
+MASK_READ_BYTES: Final = 4 * 2**20  # raw bytes one append call reads and masks at most (about 0.03-0.2 s)
+_READ_STEP: Final = 2**20
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
 
 
@@ -91,6 +118,85 @@ def next_chunk(size: int, shipped: Shipped | None, limit: int = CHUNK_MAX_BYTES)
     return start, min(limit, size - start)
 
 
+class Cursor:
+    """Where one output stream stands (see the module docstring): raw bytes read through a Masker, masked bytes
+    pending from masked offset `base`, and the database's last answer `shipped` (masked offsets). Without a
+    pattern to mask (`masker` None) masked and raw are the same bytes and nothing is held: `plan` reads only
+    what it sends."""
+
+    def __init__(self, values: tuple[bytes, ...]) -> None:
+        # A value shorter than MIN_MASKED_BYTES is never masked: with no other value the stream ships raw.
+        self.masker = Masker(values) if any(len(v) >= MIN_MASKED_BYTES for v in values) else None
+        self.raw_read = 0
+        self.base = 0
+        self.pending = bytearray()
+        self.flushed = False
+        self.shipped: Shipped | None = None
+
+    @property
+    def masked_size(self) -> int:
+        """The masked bytes made so far."""
+        return self.base + len(self.pending)
+
+    def _tail_mode(self) -> bool:
+        return self.shipped is not None and self.shipped.next_offset >= self.shipped.head_bytes
+
+    def _trim(self) -> None:
+        """Drop the pending bytes that will never be sent: below nextOffset, and (once the head is held) below
+        masked size - tailBytes, since the masked size only grows."""
+        if self.shipped is None:
+            return
+        keep = self.shipped.next_offset
+        if self._tail_mode():
+            keep = max(keep, self.masked_size - self.shipped.tail_bytes)
+        drop = min(max(0, keep - self.base), len(self.pending))
+        if drop:
+            del self.pending[:drop]
+            self.base += drop
+
+    def advance(self, size: int, final: bool, read: Callable[[int, int], bytes], limit: int) -> bool:
+        """Read and mask more of the file, below `size` and at most MASK_READ_BYTES; before the head is held only
+        until a whole chunk is pending; with `final` (the task has ended), flush the Masker once the file is read
+        up to `size`. Whether anything changed."""
+        if self.masker is None or self.flushed:
+            return False
+        changed = False
+        budget = MASK_READ_BYTES
+        while self.raw_read < size and budget > 0 and (self._tail_mode() or len(self.pending) < limit):
+            data = read(self.raw_read, min(_READ_STEP, size - self.raw_read, budget))
+            if not data:
+                break
+            self.raw_read += len(data)
+            budget -= len(data)
+            self.pending += self.masker.feed(data)
+            self._trim()
+            changed = True
+        if final and self.raw_read >= size:
+            self.pending += self.masker.flush()
+            self.flushed = True
+            self._trim()
+            changed = True
+        return changed
+
+    def plan(self, size: int, read: Callable[[int, int], bytes], limit: int) -> tuple[int, bytes] | None:
+        """The next append's (masked offset, data), or None when nothing is ready to send. `size`: the raw file's
+        size (used only without a Masker, where raw is masked)."""
+        if self.masker is None:
+            planned = next_chunk(size, self.shipped, limit)
+            return None if planned is None else (planned[0], read(*planned))
+        planned = next_chunk(self.masked_size, self.shipped, limit)
+        if planned is None:
+            return None
+        offset, length = planned
+        assert offset >= self.base, (offset, self.base)  # _trim keeps every byte next_chunk can plan
+        start = offset - self.base
+        return offset, bytes(self.pending[start : start + length])
+
+    def answered(self, answer: OutputAppended) -> None:
+        self.shipped = Shipped(answer.next_offset, answer.head_bytes, answer.tail_bytes)
+        self._trim()
+
+
 async def renew(client: IngressClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
     """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
     inbox as it leaves the Lease (renewed | stop_requested: the new version and local expiry, counted from the
@@ -113,13 +219,15 @@ class Coordinator:
         client: IngressClient,
         executor: Executor,
         controller: LocalProcessController,
+        values: SecretValues | None = None,
     ) -> None:
         self._journal = journal
         self._client = client
         self._executor = executor
         self._controller = controller
+        self._values = values if values is not None else SecretValues()
         self._inflight: dict[str, asyncio.Task[Record | None]] = {}
-        self._shipped: dict[str, dict[Stream, Shipped]] = {}  # per offer, per stream: the database's last answer
+        self._cursors: dict[str, dict[Stream, Cursor]] = {}  # per offer, per stream: where it stands
         self._stalls: dict[str, int] = {}  # per offer: drains in a row that ended without moving a stream on
 
     async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
@@ -135,8 +243,10 @@ class Coordinator:
         self._inflight.pop(offer_id, None)
         record = None if task.cancelled() or task.exception() is not None else task.result()
         if record is None or record.state not in SUPERVISED:
-            self._shipped.pop(offer_id, None)  # ended (or to be re-learned from the database)
+            self._cursors.pop(offer_id, None)  # ended (or to be re-learned from the database)
             self._stalls.pop(offer_id, None)
+        if record is not None and record.state not in SUPERVISED:
+            self._values.forget(offer_id)  # ended: its values leave this process's memory too
 
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
         return save(self._journal, record, state, inbox)
@@ -253,35 +363,88 @@ class Coordinator:
             await self._controller.stop(handle)
         return record
 
+    async def _masking(self, inbox: Inbox, session: Session) -> tuple[bytes, ...] | None:
+        """The values to mask the Attempt's output with (none when its plan names no secret), or None when no
+        more of its output may leave the Worker. After a restart the values are had again by replaying the
+        starting ACK, once the running ACK is known to have applied (so the replay answers already_running and
+        can neither start nor end the Attempt). Raises what the client raises (nothing is decided then)."""
+        plan = inbox.offer.offer.plan
+        if not plan.secret_names():
+            return ()
+        known = self._values.get(inbox.offer_id)
+        if known == UNMASKABLE:
+            return None
+        if known is not None:
+            return known
+        fence = ActivationRequest(**inbox.fence(session.generation))
+        if inbox.snapshot is None or inbox.snapshot.get("attemptStatus") != "running":
+            ack = await self._client.activate(session, inbox.offer_id, "running", fence)  # the process exists
+            if ack.status not in ("applied", "already_running"):
+                self._unmaskable(inbox)  # ended: no more output would be taken anyway
+                return None
+        ack = await self._client.activate(session, inbox.offer_id, "starting", fence)
+        if ack.status != "already_running" or missing(plan, ack.secrets):
+            self._unmaskable(inbox)
+            return None
+        values = tuple(s.value for s in ack.secrets or ())
+        self._values.put(inbox.offer_id, values)
+        return values
+
+    def _unmaskable(self, inbox: Inbox) -> None:
+        self._values.unmaskable(inbox.offer_id)
+        emit(log, logging.WARNING, "output.unmaskable", run_id=inbox.offer.offer.run_id)
+
     async def _append(
-        self, inbox: Inbox, handle: ProcessHandle, session: Session, stream: Stream, size: int, timeout_s: float | None
+        self,
+        inbox: Inbox,
+        handle: ProcessHandle,
+        session: Session,
+        stream: Stream,
+        size: int,
+        timeout_s: float | None,
+        values: tuple[bytes, ...],
+        *,
+        final: bool = False,
     ) -> bool:
-        """Send the next chunk of `stream` below `size`, if any; whether the database's nextOffset moved."""
-        streams = self._shipped.setdefault(inbox.offer_id, {})
-        shipped = streams.get(stream)
-        planned = next_chunk(size, shipped)
-        if planned is None:
-            return False
-        data = self._executor.read_output(handle, stream, *planned)
-        if not data:
-            return False
-        body = OutputAppendRequest(**inbox.fence(session.generation), stream=stream, offset=planned[0], data=data)
+        """Mask more of `stream` below `size` and send its next chunk, if any; whether it moved on (the
+        database's nextOffset moved, or more of the file was masked)."""
+        streams = self._cursors.setdefault(inbox.offer_id, {})
+        cursor = streams.get(stream)
+        if cursor is None:
+            cursor = streams[stream] = Cursor(values)
+
+        def read(offset: int, n: int) -> bytes:
+            return self._executor.read_output(handle, stream, offset, n)
+
+        masked = cursor.advance(size, final, read, CHUNK_MAX_BYTES)
+        planned = cursor.plan(size, read, CHUNK_MAX_BYTES)
+        if planned is None or not planned[1]:
+            return masked
+        offset, data = planned
+        body = OutputAppendRequest(**inbox.fence(session.generation), stream=stream, offset=offset, data=data)
         try:
             answer = await self._client.append_output(session, inbox.offer_id, body, timeout_s=timeout_s)
         except Refused:
             streams.pop(stream, None)  # e.g. caps changed under a skip: the next append starts from 0 and learns
             raise
-        streams[stream] = Shipped(answer.next_offset, answer.head_bytes, answer.tail_bytes)
-        return shipped is None or answer.next_offset > shipped.next_offset
+        before = cursor.shipped
+        cursor.answered(answer)
+        return masked or before is None or answer.next_offset > before.next_offset
 
     async def _ship(self, inbox: Inbox, handle: ProcessHandle, session: Session) -> None:
         """A running task's tick: at most one chunk per stream; failures are isolated."""
         left = inbox.lease_left_s()
         timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
+        try:
+            values = await self._masking(inbox, session)
+        except ClientError:
+            return  # no answer, or refused: the lease path decides; nothing leaves unmasked
+        if values is None:
+            return
         for stream in STREAMS:
             size = self._executor.output_size(handle, stream)
             try:
-                await self._append(inbox, handle, session, stream, size, timeout_s)
+                await self._append(inbox, handle, session, stream, size, timeout_s, values)
             except (TransportError, Unauthenticated):
                 return  # no answer: the other stream waits for the next tick too
             except ClientError:
@@ -289,18 +452,30 @@ class Coordinator:
 
     async def _drain(self, inbox: Inbox, handle: ProcessHandle, session: Session) -> bool:
         """Before the completion: every stream up to the size its file has now (a straggler of the
-        task's group may still write; what it adds later is not waited for). Each append moves the
-        database's nextOffset on or ends the loop, so it is bounded by the bytes to send. False: no answer
+        task's group may still write; what it adds later is not waited for), the Masker flushed at that size.
+        Each append moves the stream on (nextOffset, or more of the file masked) or ends the loop, so it is
+        bounded by the bytes to read and send. False: no answer
         (the next tick goes on). A refusal or a 5xx the shell answered ends the drain: output never holds
         the Run's end hostage (a control plane without the output route, or failing on it, still gets the
         completion, which decides; if the completion fails too, the next tick drains again from where the
-        database is). Nor does it starve the Lease: each append is bounded by a quarter of the local Lease
+        database is). So does output that cannot be masked (the values cannot be had: none of it is sent).
+        Nor does it starve the Lease: each append is bounded by a quarter of the local Lease
         left, and once half of what was left when the drain began is spent it stops (False) so that this
         reconcile renews; the next tick drains on. Nor does a link that carries renewals but never an append
         (a chunk too large for its rate) keep the Run from ending: after DRAIN_STALLS drains in a row that
         got no byte through, the completion goes without the rest of the output (log output.drain_abandoned)."""
         started = inbox.lease_left_s()
         moved = False
+        try:
+            values = await self._masking(inbox, session)
+        except Unauthenticated:
+            return False
+        except TransportError as failed:
+            return failed.status is not None or self._stalled(inbox.offer_id, moved)
+        except ClientError:
+            return True
+        if values is None:
+            return True
         for stream in STREAMS:
             size = self._executor.output_size(handle, stream)
             try:
@@ -310,7 +485,7 @@ class Coordinator:
                     if started is not None and started > 0 and (left is None or left < started / 2):
                         return self._stalled(inbox.offer_id, moved)
                     timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
-                    if not await self._append(inbox, handle, session, stream, size, timeout_s):
+                    if not await self._append(inbox, handle, session, stream, size, timeout_s, values, final=True):
                         break
                     moved = True
             except Unauthenticated:

@@ -5,8 +5,9 @@ holds the durable handle, controller.py stops a task).
 refused; nothing is spawned) but never arms a timer: the control plane is the timeout authority. It
 starts `python -I -m qinglong.worker.runner` in a new session (isolated: neither the Worker's
 PYTHONPATH nor its user site reach the wrapper or the task; the task's environment is its plan's
-`env`, PATH when the plan gives none, QINGLONG_DEADLINE_AT_MS, and LC_CTYPE=C.UTF-8 from Python's
-locale coercion in the wrapper when the plan sets no locale) and returns once the wrapper has
+`env` and the values of its `secretEnv` (`secret_env`; a variable the plan's `env` sets is refused), PATH when
+the plan gives none, QINGLONG_DEADLINE_AT_MS, and LC_CTYPE=C.UTF-8 from Python's locale coercion in the
+wrapper when the plan sets no locale) and returns once the wrapper has
 installed its signal handlers and started the task. The launch's files live under
 `work_dir/<offer_id>/` (0700), named after the launch nonce: `.log` (the task's stdout, created
 exclusively here: a nonce is launched at most once), `.err` (its stderr and the wrapper's own lines),
@@ -19,8 +20,12 @@ task user can reach its own directory but list nothing), or in the plan's `cwd`:
 inside that directory (created), an absolute one only when `allow_absolute_cwd` is set (it must
 exist). It runs as the Worker's own user and group unless the plan names a `user` on `run_as` and/or
 a `group` on `run_as_groups`; switching needs root or CAP_SETUID/CAP_SETGID. A task that would run
-as root is refused unless `allow_root_tasks` is set. Every refusal (`plan.*`) happens before any
-file or process is created.
+as root is refused unless `allow_root_tasks` is set. Every refusal (`plan.*`, `secret_env_refused`) happens
+before any file or process is created.
+Secret files (`secret_files`, delivery.py) are made in the Run's own directory once it exists, owned by the
+task's user and group, before the launch's log: a path that would leave the directory or follow a symlink is
+refused (`secret_file_refused`) with nothing left behind, and a spawn that fails after they were made removes
+them before it raises.
 The lease file is the wrapper's dead-man's switch (see runner.py): spawn writes the local Lease
 expiry into it and `extend_lease` rewrites it after every persisted renewal.
 
@@ -35,6 +40,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -42,10 +48,21 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
+from qinglong.worker.delivery import (
+    SECRET_ENV_REFUSED,
+    SECRET_FILE_REFUSED,
+    FileDelivery,
+    SecretFile,
+    SecretFileRefused,
+    remove_files,
+    write_files,
+)
 from qinglong.worker.identity import CHILDREN, ExitStatus, ProcessHandle, boot_id, read_stat, reap_finished
 from qinglong.worker.runner import stderr_path, write_atomically
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+DEADLINE_VARIABLE: Final = "QINGLONG_DEADLINE_AT_MS"
+_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUNNER_MODULE: Final = "qinglong.worker.runner"
 # How long spawn() waits for the wrapper to report it is ready (handlers installed, task started).
 # Past it the wrapper is still running under a known identity, so the handle is returned anyway.
@@ -59,7 +76,8 @@ class ExecutorRefused(Exception):
     and (also) argv.invalid, offer_id.invalid, launch_nonce.invalid, launch.duplicate; the plan's
     requests: plan.user_not_allowed, plan.user_unknown, plan.group_not_allowed, plan.group_unknown,
     plan.switch_not_permitted, plan.root_not_allowed, plan.cwd_absolute, plan.cwd_outside,
-    plan.cwd_missing.
+    plan.cwd_missing; the plan's secrets: secret_env_refused, secret_file_refused. The message never holds a
+    secret's value.
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -129,6 +147,22 @@ def _validate(
         list(argv),
         clean_env,
     )
+
+
+def _with_secret_env(env: dict[str, str], secret_env: Mapping[str, bytes] | None) -> dict[str, str]:
+    """The task's environment with its secret variables added: each a free variable name (not in the plan's env,
+    not QINGLONG_DEADLINE_AT_MS) whose value holds no NUL byte. The bytes reach the task unchanged (a value that
+    is not UTF-8 travels as surrogate escapes, which the spawn encodes back)."""
+    if not secret_env:
+        return env
+    merged = dict(env)
+    for name, value in secret_env.items():
+        if type(name) is not str or not _VARIABLE.fullmatch(name) or name in merged or name == DEADLINE_VARIABLE:
+            raise ExecutorRefused(SECRET_ENV_REFUSED, f"secret variable {name!r} is not a free variable name")
+        if type(value) is not bytes or b"\0" in value:
+            raise ExecutorRefused(SECRET_ENV_REFUSED, f"secret variable {name}: its value cannot be in an environment")
+        merged[name] = os.fsdecode(value)
+    return merged
 
 
 @dataclass(frozen=True)
@@ -263,6 +297,19 @@ def _spawn_wrapper(cmd: list[str], env: dict[str, str], ready_w: int, ready_targ
     )
 
 
+def _create_log(offer: str, nonce: str, log_path: Path, status_path: Path) -> None:
+    """The launch's folder (0700) and its log, created exclusively: a launch nonce is spawned at most once."""
+    folder = log_path.parent
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)
+    if status_path.exists():
+        raise ExecutorRefused("launch.duplicate", f"launch {nonce!r} of offer {offer!r} already ran")
+    try:
+        os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        raise ExecutorRefused("launch.duplicate", f"launch {nonce!r} of offer {offer!r} was already spawned") from None
+
+
 def _kill_own_child(pid: int) -> int:
     """SIGKILL the group of a wrapper we spawned and have not reaped (its pid is pinned to it) and
     reap it; its wait status."""
@@ -367,35 +414,54 @@ class Executor:
         cwd: str | None = None,
         user: str | None = None,
         group: str | None = None,
+        secret_env: Mapping[str, bytes] | None = None,
+        secret_files: FileDelivery | None = None,
     ) -> ProcessHandle:
         reap_finished()
         offer, nonce, task_argv, task_env = _validate(offer_id, launch_nonce, argv, env, timeout_ms, deadline_at_ms)
         log_path, status_path = self.paths(offer, nonce)
         placement = _place(self._policy, cwd, user, group)
         run_key = _check_name("run_id.invalid", "run_id", offer if run_id is None else run_id)
+        task_env = _with_secret_env(task_env, secret_env)
 
         # The task's environment is its plan's: the wrapper runs isolated (-I) and imports itself from
         # the interpreter's own site-packages, so nothing of the Worker's Python path reaches the task.
         wrapper_env = dict(task_env)
         wrapper_env.setdefault("PATH", os.environ.get("PATH", os.defpath))
-        wrapper_env.pop("QINGLONG_DEADLINE_AT_MS", None)
+        wrapper_env.pop(DEADLINE_VARIABLE, None)
         if deadline_at_ms is not None:
-            wrapper_env["QINGLONG_DEADLINE_AT_MS"] = str(deadline_at_ms)
+            wrapper_env[DEADLINE_VARIABLE] = str(deadline_at_ms)
 
         task_cwd = self._prepare_cwd(run_key, placement)
-        folder = log_path.parent
-        folder.mkdir(mode=0o700, exist_ok=True)
-        folder.chmod(0o700)
-        if status_path.exists():
-            raise ExecutorRefused("launch.duplicate", f"launch {nonce!r} of offer {offer!r} already ran")
+        made: tuple[SecretFile, ...] = ()
+        if secret_files is not None and secret_files.files:
+            owner = None if placement.owner == (os.geteuid(), os.getegid()) else placement.owner
+            try:
+                made = write_files(self.run_dir(run_key), secret_files, owner)
+            except SecretFileRefused as refused:
+                raise ExecutorRefused(SECRET_FILE_REFUSED, str(refused)) from None
         try:
-            # The log is created exclusively: a launch nonce is spawned at most once.
-            os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        except FileExistsError:
-            raise ExecutorRefused(
-                "launch.duplicate", f"launch {nonce!r} of offer {offer!r} was already spawned"
-            ) from None
+            return await self._start(offer, nonce, log_path, status_path, placement, task_cwd, task_argv,
+                                     wrapper_env, lease_expires_boottime_ns)  # fmt: skip
+        except BaseException:
+            # No task runs (refused, never spawned, or its wrapper killed): its secret files go with it.
+            remove_files(str(self.run_dir(run_key)), made)
+            raise
 
+    async def _start(
+        self,
+        offer: str,
+        nonce: str,
+        log_path: Path,
+        status_path: Path,
+        placement: _Placement,
+        task_cwd: Path,
+        task_argv: list[str],
+        wrapper_env: dict[str, str],
+        lease_expires_boottime_ns: int | None,
+    ) -> ProcessHandle:
+        """Create the launch's log and start the wrapper; a raise means no task runs."""
+        _create_log(offer, nonce, log_path, status_path)
         ready_r, ready_w = os.pipe()
         ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
         cmd = [sys.executable, "-I", "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]

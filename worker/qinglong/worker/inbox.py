@@ -1,11 +1,18 @@
 """The typed view of one inbox journal record's data, shared by the Processor and the coordinator, and
-the one way they save a record. Touches the journal (compare-and-set) and the `qinglong.worker` log.
+the one way they save a record. Touches the journal (compare-and-set), the `qinglong.worker` log and, when a
+record ends, the secret files its launch made (removed through delivery.py).
 
 The record holds the offer exactly as received (with its lease token: the journal file is 0600),
 the newest persisted Lease version, its conservative local expiry on CLOCK_BOOTTIME and the length of
 the Lease that call granted, the activation snapshot, the launch nonce and durable process handle, the
 exit and the reason a record was isolated. (Records written before task output shipped carry
 `receipts` of an uploaded log: read and dropped.)
+
+Secret files: `secret_dir` (the Run's directory) and `secret_files` (delivery.SecretFile records: each path,
+its temporary name and, once created, its inode identity) are the files a launch made or is about to make and
+that are not removed yet; never a value (values are never on disk). `save` removes them before it writes a
+state that ends the Attempt here (ENDING: every terminal state, start_failed, recovery_required) and keeps
+only those a file system fault left (`sweep` retries them when the Worker starts).
 """
 
 from __future__ import annotations
@@ -14,14 +21,18 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from qinglong.wire import OfferOffered
 from qinglong.wire.logline import emit
+from qinglong.worker.delivery import SecretFile, remove_files
 from qinglong.worker.identity import boot_id, boottime_ns
-from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 
 log = logging.getLogger("qinglong.worker")
+
+# The states in which no task of the record runs any more (or is about to): its secret files are removed.
+ENDING: Final[frozenset[State]] = TERMINAL_STATES | {"start_failed", "recovery_required"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,8 @@ class Inbox:
     exit_code: int | None = None
     error_code: str | None = None
     reason: str | None = None
+    secret_dir: str | None = None  # the Run's directory, where `secret_files` are
+    secret_files: tuple[Mapping[str, Any], ...] = ()  # delivery.SecretFile records not removed yet
 
     @property
     def offer_id(self) -> str:
@@ -96,11 +109,19 @@ class Inbox:
             "lease_token": self.offer.lease_token,
         }
 
+    def files(self) -> tuple[SecretFile, ...]:
+        """The secret files of this record's launch not removed yet."""
+        return tuple(SecretFile.from_dict(f) for f in self.secret_files)
+
+    def with_files(self, files: tuple[SecretFile, ...]) -> Inbox:
+        return self.replace(secret_files=tuple(f.to_dict() for f in files))
+
     def to_data(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["offer"] = self.offer.to_obj()
         data["snapshot"] = None if self.snapshot is None else dict(self.snapshot)
         data["handle"] = None if self.handle is None else dict(self.handle)
+        data["secret_files"] = [dict(f) for f in self.secret_files]
         return data
 
     @classmethod
@@ -108,6 +129,7 @@ class Inbox:
         values = dict(data)
         values["offer"] = OfferOffered.from_obj(values["offer"])
         values.pop("receipts", None)
+        values["secret_files"] = tuple(values.get("secret_files", ()))
         return cls(**values)
 
     def replace(self, **changes: Any) -> Inbox:
@@ -116,10 +138,30 @@ class Inbox:
 
 def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
     """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
-    reason only: never the lease token, which lives in the offer)."""
+    reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
+    secret files are removed first, and the record keeps only those that could not be."""
+    if state in ENDING and inbox.secret_files:
+        inbox = inbox.with_files(_remove(inbox))
     saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
     if state != record.state:
         moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
         moved.update(offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason)
         emit(log, logging.INFO, "record.state", **moved)
     return saved
+
+
+def _remove(inbox: Inbox) -> tuple[SecretFile, ...]:
+    """Remove the record's secret files (delivery.remove_files); log how many went and how many are left."""
+    files = inbox.files()
+    left = remove_files(inbox.secret_dir, files)
+    run = inbox.offer.offer.run_id
+    emit(log, logging.INFO, "secret_files.removed", offer=inbox.offer_id, run=run, count=len(files) - len(left))
+    if left:
+        emit(log, logging.WARNING, "secret_files.left", offer=inbox.offer_id, run=run, count=len(left))
+    return left
+
+
+def sweep(record: Record) -> None:
+    """A record that ended with secret files a fault kept (its data is final: nothing is saved): try again."""
+    if record.state in ENDING and record.data.get("secret_files"):
+        _remove(Inbox.from_data(record.data))

@@ -4,8 +4,10 @@ through the Processor, the coordinator and the one client it is given.
 
 - Nothing at import or construction: no lock, socket, task or timer.
 - start(): take exclusive journal ownership, open a session, page the whole journal (≤ 64 a page)
-  through the Processor and coordinator BEFORE any pull; a `recovery_required` record, found or
-  produced, fails the lifecycle closed: it never pulls again.
+  through the Processor and coordinator BEFORE any pull (an ended record whose secret files a fault
+  kept gets them removed again, inbox.sweep); a `recovery_required` record, found or produced, fails the
+  lifecycle closed: it never pulls again. The Processor and the coordinator share one SecretValues: the
+  secret values of the Attempts this process spawned, in memory only.
 - tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced under
   it; else heartbeat the session (or open a new one when the shell asked it to re-key; backing off,
   jittered, while unreachable), supervise ≤ page_size
@@ -42,9 +44,10 @@ from qinglong.worker.client import (
 )
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.coordinator import SUPERVISED, Coordinator
+from qinglong.worker.delivery import SecretValues
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boottime_ns
-from qinglong.worker.inbox import Inbox
+from qinglong.worker.inbox import Inbox, sweep
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
 from qinglong.worker.processor import Processor
 
@@ -118,14 +121,16 @@ class Lifecycle:
             return
         self._journal = journal = self._open_journal(self._journal_path)
         self.events.append("own")
-        self._processor = Processor(journal, self._client, self._executor)
-        self._coordinator = Coordinator(journal, self._client, self._executor, self._controller)
+        values = SecretValues()
+        self._processor = Processor(journal, self._client, self._executor, values)
+        self._coordinator = Coordinator(journal, self._client, self._executor, self._controller, values)
         with contextlib.suppress(ClientError):  # a refusal is kept in self.refused; the scan goes on
             await self._ensure_session()
         cursor: int | None = None
         while True:  # the whole journal, page by page, before the first pull
             page = journal.page(cursor, STARTUP_PAGE)
             for record in page:
+                sweep(record)
                 await self._supervise(record)
             if len(page) < STARTUP_PAGE:
                 break

@@ -11,8 +11,14 @@ last granted is left at the spawn (a Worker back from a crash or a freeze betwee
 or none, the Processor renews it first and persists the renewal; with no process yet the database, not the
 local expiry, decides (renewed, or fenced once it expired there too), and no answer means the next tick
 tries again.
-A starting ACK answered `not_started` (the Run carries a cancel intent; the database ended the
-Attempt) completes the record without a spawn.
+A starting ACK answered `not_started` (the Run carries a cancel intent, or a secret its plan names was
+deleted; the database ended the Attempt) completes the record without a spawn.
+Project secrets (delivery.py): a starting ACK that applied, and the replay just before spawning, must
+deliver every secret the plan names, else the start fails `secret_unavailable` and nothing is spawned. The
+values of the replay are the ones used: `secretEnv` into the task's environment, `secretFiles` written in the
+Run's directory by the Executor (the files to be made are journaled with `launching`, their identities before
+any value is written), and, once spawned, kept in memory (SecretValues) for the coordinator to mask the
+task's output with. No value is ever journaled or logged.
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
 anything). Every step is persisted before
@@ -23,6 +29,7 @@ launch's evidence (launch.py) whether the task was never started, runs, or ran.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 
 from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
 from qinglong.wire.activation import Phase
@@ -35,6 +42,15 @@ from qinglong.worker.client import (
     Unauthenticated,
 )
 from qinglong.worker.coordinator import renew
+from qinglong.worker.delivery import (
+    SECRET_UNAVAILABLE,
+    FileDelivery,
+    SecretFile,
+    SecretValues,
+    by_name,
+    missing,
+    plan_files,
+)
 from qinglong.worker.executor import Executor, ExecutorRefused
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import Journal, Record, State
@@ -42,10 +58,13 @@ from qinglong.worker.launch import recover_launch
 
 
 class Processor:
-    def __init__(self, journal: Journal, client: IngressClient, executor: Executor) -> None:
+    def __init__(
+        self, journal: Journal, client: IngressClient, executor: Executor, values: SecretValues | None = None
+    ) -> None:
         self._journal = journal
         self._client = client
         self._executor = executor
+        self._values = values if values is not None else SecretValues()
 
     async def process(self, record: Record, session: Session) -> Record:
         """Advance one record as far as it can go now; return the record as persisted. Nothing moves on a
@@ -101,7 +120,9 @@ class Processor:
         return None
 
     def _not_started(self, record: Record, inbox: Inbox, ack: ActivationResponse) -> Record:
-        reason = f"not started: {ack.snapshot.cancel_reason} intent"
+        # a cancel intent, or a secret the plan names was deleted (the Attempt's error: secret_unavailable)
+        why = f"{ack.snapshot.cancel_reason} intent" if ack.snapshot.cancel_reason else ack.snapshot.error_code
+        reason = f"not started: {why}"
         return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj(), reason=reason))
 
     async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record:
@@ -113,6 +134,8 @@ class Processor:
         if ack.status == "already_running":
             return self._save(record, "recovery_required", inbox.replace(reason="running before this Worker spawned"))
         inbox = inbox.replace(snapshot=ack.snapshot.to_obj())
+        if missing(inbox.offer.offer.plan, ack.secrets):
+            return self._save(record, "start_failed", inbox.replace(error_code=SECRET_UNAVAILABLE))
         has_timeout = inbox.offer.offer.plan.timeout_ms is not None
         if has_timeout != (ack.snapshot.deadline_at_ms is not None):
             return self._save(record, "start_failed", inbox.replace(error_code="deadline.one_sided"))
@@ -125,10 +148,18 @@ class Processor:
         if ack.status != "already_starting":
             state: State = "control_plane_terminal" if ack.status == "already_terminal" else "recovery_required"
             return self._save(record, state, inbox.replace(reason=f"replay answered {ack.status}"))
+        plan = inbox.offer.offer.plan
+        if missing(plan, ack.secrets):  # e.g. deleted since the first answer: its version was destroyed
+            return self._save(record, "start_failed", inbox.replace(error_code=SECRET_UNAVAILABLE))
         if inbox.short_of_lease():  # also when it expired locally: no process yet, so the database decides
             return await self._renew(record, session, inbox)
-        record = self._save(record, "launching", inbox.replace(launch_nonce=secrets.token_hex(16)))
-        return await self._spawn(record, Inbox.from_data(record.data))
+        nonce = secrets.token_hex(16)
+        files = plan_files((plan.secret_files or {}).keys(), nonce)
+        launching = inbox.replace(launch_nonce=nonce).with_files(files)  # the files to be made, before any is
+        if files:
+            launching = launching.replace(secret_dir=str(self._executor.run_dir(inbox.offer.offer.run_id)))
+        record = self._save(record, "launching", launching)
+        return await self._spawn(record, Inbox.from_data(record.data), by_name(ack.secrets))
 
     async def _renew(self, record: Record, session: Session, inbox: Inbox) -> Record:
         """Renew the Lease of a task not spawned yet, and persist it; the next pass replays the starting ACK
@@ -152,9 +183,18 @@ class Processor:
         reason = f"restart during launch: {found.reason}"
         return self._save(record, "recovery_required", inbox.replace(reason=reason))
 
-    async def _spawn(self, record: Record, inbox: Inbox) -> Record:
+    async def _spawn(self, record: Record, inbox: Inbox, values: Mapping[str, bytes]) -> Record:
         plan = inbox.offer.offer.plan
         assert inbox.launch_nonce is not None
+        latest = [record]  # the record as last saved (the files' identities are saved during the spawn)
+
+        def identified(files: tuple[SecretFile, ...]) -> None:
+            latest[0] = self._save(latest[0], "launching", Inbox.from_data(latest[0].data).with_files(files))
+
+        delivery = None
+        if inbox.secret_files:
+            file_values = {path: values[name] for path, name in (plan.secret_files or {}).items()}
+            delivery = FileDelivery(inbox.files(), file_values, identified)
         try:
             handle = await self._executor.spawn(
                 offer_id=inbox.offer_id,
@@ -168,9 +208,16 @@ class Processor:
                 cwd=plan.cwd,
                 user=plan.user,
                 group=plan.group,
+                secret_env={variable: values[name] for variable, name in (plan.secret_env or {}).items()},
+                secret_files=delivery,
             )
         except ExecutorRefused as refused:
-            return self._save(record, "start_failed", inbox.replace(error_code=refused.code))
+            refusal = Inbox.from_data(latest[0].data).replace(error_code=refused.code)
+            return self._save(latest[0], "start_failed", refusal)
         except OSError:
-            return self._save(record, "start_failed", inbox.replace(error_code="spawn.os_error"))
-        return self._save(record, "started", inbox.replace(handle=handle.to_dict()))
+            failed = Inbox.from_data(latest[0].data).replace(error_code="spawn.os_error")
+            return self._save(latest[0], "start_failed", failed)
+        if plan.secret_names():
+            self._values.put(inbox.offer_id, values.values())  # for the coordinator to mask the output with
+        started = Inbox.from_data(latest[0].data).replace(handle=handle.to_dict())
+        return self._save(latest[0], "started", started)
