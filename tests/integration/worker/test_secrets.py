@@ -1,11 +1,8 @@
 """Project secrets on a real Worker (docs/decisions/0015-secrets.md): against the real shell, PostgreSQL and real
 processes. A plan naming a secret the Project does not have (deleted, or never set) is never started: the
 database ends the Attempt `secret_unavailable` at the starting ACK and nothing is spawned or created.
-
-Tests marked NEEDS_SHELL need the shell to open the sealed versions the database answers and to put their values
-in the activation answer (the sec-shell branch); the shell of this branch does not, so they are skipped here
-(detected from `make_app`'s keywords: `_SEALING_KEYWORD` is where the merged shell takes its key-encryption keys).
-They check that a task gets its secret variables and files (as `nobody`, owning them), that what the database
+The shell opens the sealed versions with its key-encryption keys and answers their values; the tests check that
+a task gets its secret variables and files (as `nobody`, owning them), that what the database
 holds of its output never holds a value in any form the masker knows and is exactly the masked file, also across
 a Worker killed and restarted mid-task, that a secret deleted while its task runs stops its output after a
 restart (`output.unmaskable`) while the Run still completes, and that the secret files are gone at the end.
@@ -15,7 +12,6 @@ is their child subreaper meanwhile), the journal (read-only while owned), tempor
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import pwd
@@ -28,7 +24,6 @@ from typing import Any, Final
 
 import pytest
 
-from qinglong.shell.app import make_app
 from qinglong.shell.db import Database as ShellDatabase
 from qinglong.shell.sealing import Sealer
 from qinglong.worker.masking import mask_all, patterns
@@ -39,11 +34,6 @@ from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, o
 pytestmark = pytest.mark.db
 
 KEK: Final = os.urandom(32)
-_SEALING_KEYWORD: Final = "sealer"  # NEEDS sec-shell: the keyword of make_app("worker") that opens sealed secrets
-SEALING: Final = _SEALING_KEYWORD in inspect.signature(make_app).parameters
-NEEDS_SHELL = pytest.mark.skipif(
-    not SEALING, reason="needs sec-shell: the shell of this branch does not open sealed secrets for the Worker"
-)
 TOKEN: Final = b"tok-" + uuid.uuid4().hex.encode()
 PASSWORD: Final = b"pw-" + uuid.uuid4().hex.encode() + b"\n"
 
@@ -102,7 +92,7 @@ def assert_contiguous(rig: Rig, run: str, stream: str = "stdout") -> None:
 @pytest.fixture
 async def sealed_rig(database: PgDatabase, pki: Pki, tmp_path: Path) -> AsyncIterator[Rig]:
     """The rig, its shell holding KEK (when this shell can open sealed secrets at all)."""
-    options: dict[str, Any] = {_SEALING_KEYWORD: Sealer(KEK)} if SEALING else {}
+    options: dict[str, Any] = {"sealer": Sealer(KEK)}
     shell_db = ShellDatabase(database.runtime_dsn)
     async with rig_over(database, pki, tmp_path, shell_db, worker_app_options=options) as rig:
         yield rig
@@ -139,7 +129,6 @@ SHOWS: Final = (
 )
 
 
-@NEEDS_SHELL
 async def test_a_task_as_nobody_gets_its_secrets_and_the_database_holds_only_masked_output(
     sealed_rig: Rig, tmp_path: Path
 ) -> None:
@@ -214,7 +203,6 @@ async def kill_and_restart(rig: Rig, run: str, tmp_path: Path, *, between: Any =
     return held, second.output()
 
 
-@NEEDS_SHELL
 async def test_a_worker_killed_mid_task_goes_on_masked_from_where_the_database_is(
     sealed_rig: Rig, tmp_path: Path
 ) -> None:
@@ -235,7 +223,6 @@ async def test_a_worker_killed_mid_task_goes_on_masked_from_where_the_database_i
     assert not (rig.work_dir / "tasks" / run / "token").exists()
 
 
-@NEEDS_SHELL
 async def test_a_secret_deleted_while_its_task_runs_stops_its_output_after_a_restart(
     sealed_rig: Rig, tmp_path: Path
 ) -> None:
