@@ -5,13 +5,15 @@ real tasks). Each value and its encodings is searched for in the PostgreSQL log,
 shell's and the Worker's logs and files, the events and every user API answer: zero hits; every printed form
 of every value is masked in the stored output; a Worker of another pool gets no secret; and a plain `--env`
 value of a control task IS found where the search looks, so the zeros mean something.
-Touches: tmp_path (the cluster and every folder of the run), loopback ports, the processes it starts.
+Touches: a folder under /tmp, removed (the cluster and every folder of the run), loopback ports, the processes it starts.
 About a minute on 2 cores.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,13 @@ from tests.support.leaks import FORMS, LeakConfig, run_leaks
 pytestmark = pytest.mark.db
 
 
-def test_ten_secrets_leak_nowhere_and_every_printed_form_is_masked(tmp_path: Path) -> None:
-    found = run_leaks(tmp_path / "leaks", LeakConfig(secrets=10, rotations=2))
+def test_ten_secrets_leak_nowhere_and_every_printed_form_is_masked() -> None:
+    root = Path(tempfile.mkdtemp(prefix="ql-leaks-", dir="/tmp"))
+    root.chmod(0o755)  # the postgres OS user must traverse it
+    try:
+        found = run_leaks(root / "leaks", LeakConfig(secrets=10, rotations=2))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     counts = found.counts()
     shown = json.dumps(counts, indent=1)
     assert counts["runs"] == counts["runs_succeeded"] == 11, (found.runs, shown)

@@ -218,6 +218,8 @@ class Leaks:
     def run(self) -> None:
         cfg, dsn = self.config, self.dsn()
         forms = ", ".join(f"({label!r}, {expr})" for label, expr, _ in FORMS)
+        # One line: the wire refuses control characters in argv.
+        script = base64.b64encode(TASK.format(forms=forms, pause=cfg.pause_s).encode()).decode()
         runs: dict[str, str] = {}
         for i in range(cfg.secrets):
             name = f"LEAK_{i}"
@@ -225,7 +227,7 @@ class Leaks:
             self._user("owner", "set_secret", self.project, name, self.values[name])
             rounds = 2 if i < cfg.rotations else 1
             plan = {
-                "argv": ["python3", "-c", TASK.format(forms=forms, pause=cfg.pause_s), str(rounds)],
+                "argv": ["python3", "-c", f"import base64; exec(base64.b64decode('{script}'))", str(rounds)],
                 "secretEnv": {"SECRET_VALUE": name},
                 "secretFiles": {"secret.txt": name},
                 "timeoutMs": 120000,

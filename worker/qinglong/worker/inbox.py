@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,6 +29,7 @@ from qinglong.wire.logline import emit
 from qinglong.worker.delivery import SecretFile, remove_files
 from qinglong.worker.identity import boot_id, boottime_ns
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
+from qinglong.worker.runner import stderr_path
 
 log = logging.getLogger("qinglong.worker")
 
@@ -139,9 +141,13 @@ class Inbox:
 def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
     """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
     reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
-    secret files are removed first, and the record keeps only those that could not be."""
+    secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
+    a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
+    everything of them was shipped masked before the end."""
     if state in ENDING and inbox.secret_files:
         inbox = inbox.with_files(_remove(inbox))
+    if state in TERMINAL_STATES and inbox.handle is not None and inbox.offer.offer.plan.secret_names():
+        _remove_output(inbox)
     saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
     if state != record.state:
         moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
@@ -159,6 +165,20 @@ def _remove(inbox: Inbox) -> tuple[SecretFile, ...]:
     if left:
         emit(log, logging.WARNING, "secret_files.left", offer=inbox.offer_id, run=run, count=len(left))
     return left
+
+
+def _remove_output(inbox: Inbox) -> None:
+    """Unlink the launch's stdout and stderr files (already gone: nothing to do). Never raises."""
+    assert inbox.handle is not None
+    log_path = str(inbox.handle["log_path"])
+    removed = 0
+    for path in (log_path, stderr_path(log_path)):
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            continue  # gone already, or a fault: the task's own folder keeps it
+    emit(log, logging.INFO, "output_files.removed", offer=inbox.offer_id, run=inbox.offer.offer.run_id, count=removed)
 
 
 def sweep(record: Record) -> None:
