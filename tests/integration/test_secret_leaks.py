@@ -5,8 +5,8 @@ real tasks). Each value and its encodings is searched for in the PostgreSQL log,
 shell's and the Worker's logs and files, the events and every user API answer: zero hits; every printed form
 of every value is masked in the stored output; a Worker of another pool gets no secret; and a plain `--env`
 value of a control task IS found where the search looks, so the zeros mean something.
-Touches: a folder under /tmp, removed (the cluster and every folder of the run), loopback ports, the processes it starts.
-About a minute on 2 cores.
+Touches: a folder under /tmp, removed (the cluster and every folder of the run), loopback ports, the processes
+it starts. About 25 s on 2 cores.
 """
 
 from __future__ import annotations

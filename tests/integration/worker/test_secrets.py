@@ -73,11 +73,6 @@ def values_in_database(rig: Rig, values: Mapping[str, bytes]) -> list[str]:
     return found
 
 
-def read_log(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def assert_contiguous(rig: Rig, run: str, stream: str = "stdout") -> None:
     end = 0
     for offset, data in rig.rows(
@@ -124,8 +119,8 @@ async def test_a_plan_naming_a_secret_the_project_does_not_have_is_never_started
 
 
 SHOWS: Final = (
-    'while [ ! -e "$1" ]; do sleep 0.05; done; id -u; echo "env $TOKEN"; printf "file "; cat keys/token; echo;'
-    ' printf %s "$TOKEN" | base64; cat db.pw; echo done > mine'
+    'while [ ! -e "$1" ]; do sleep 0.05; done; { id -u; echo "env $TOKEN"; printf "file "; cat keys/token; echo;'
+    ' printf %s "$TOKEN" | base64; cat db.pw; } | tee raw; echo done > mine'
 )
 
 
@@ -159,11 +154,12 @@ async def test_a_task_as_nobody_gets_its_secrets_and_the_database_holds_only_mas
     assert values_in_database(rig, secrets) == []
     handle = rig.record().handle
     assert handle is not None
-    raw = read_log(handle.log_path)
+    assert not Path(handle.log_path).exists(), "the raw output outlived the Attempt"  # noqa: ASYNC240
+    raw = (run_dir / "raw").read_bytes()  # what the task printed, as its own copy (tee)
     assert TOKEN in raw and PASSWORD in raw, "the task did not get its secrets"
     assert rig.output(run) == mask_all(patterns(secrets.values()), raw)
     assert rig.output(run).startswith(f"{nobody.pw_uid}\nenv ***\nfile ***\n***".encode())
-    assert sorted(os.listdir(run_dir)) == ["go", "keys", "mine"], "a secret file was left, or the task's removed"
+    assert sorted(os.listdir(run_dir)) == ["go", "keys", "mine", "raw"], "a secret file was left, or the task's removed"
     assert TOKEN.decode() not in worker.output() and "tok-" not in worker.output()
 
 

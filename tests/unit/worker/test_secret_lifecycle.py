@@ -31,6 +31,7 @@ import pytest
 
 from qinglong.wire import LEASE_CONTROL_RESPONSES, ActivationResponse
 from qinglong.wire.offer import Plan
+from qinglong.worker import inbox as inbox_module
 from qinglong.worker.client import MAX_RESPONSE, _cap
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.delivery import FileDelivery, plan_files, write_files
@@ -40,6 +41,7 @@ from qinglong.worker.inbox import Inbox
 from qinglong.worker.journal import Journal, State
 from qinglong.worker.lifecycle import Lifecycle
 from qinglong.worker.masking import mask_all, patterns
+from qinglong.worker.runner import stderr_path
 from tests.unit.worker.stub_plane import StubPlane, offered
 
 TOKEN = b"tok-" + uuid.uuid4().hex.encode()
@@ -89,6 +91,7 @@ class Rig:
         self.journal_path = tmp_path / "state" / "inbox.sqlite"
         self.executor = Executor(tmp_path / "work", stop_grace_s=1.0, policy=policy)
         self.lifecycles: list[Lifecycle] = []
+        self.removed_output: dict[str, bytes] = {}  # raw output files as they were when the Worker removed them
 
     def lifecycle(self, plane: StubPlane) -> Lifecycle:
         lc = Lifecycle(
@@ -145,8 +148,22 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     made = Rig(tmp_path)
+    removed = made.removed_output
+    remove = inbox_module._remove_output
+
+    def keep_then_remove(inbox: Inbox) -> None:
+        """The ended launch's raw output, kept for the test's comparison, then removed as the Worker does."""
+        assert inbox.handle is not None
+        log_path = str(inbox.handle["log_path"])
+        for path in (log_path, stderr_path(log_path)):
+            with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+                removed[path] = f.read()
+        remove(inbox)
+        assert not any(os.path.exists(p) for p in removed), "the raw output outlived the Attempt"
+
+    monkeypatch.setattr(inbox_module, "_remove_output", keep_then_remove)
     try:
         yield made
     finally:
@@ -198,8 +215,8 @@ async def test_a_task_gets_its_secrets_its_output_leaves_masked_and_its_files_go
     await rig.tick_until(lc, lambda: rig.state() == "completed")
     assert plane.status == "succeeded"
     handle = rig.handle()
-    raw_out = rig.executor.read_output(handle, "stdout", 0, 1 << 20)
-    raw_err = rig.executor.read_output(handle, "stderr", 0, 1 << 20)
+    raw_out = rig.removed_output[handle.log_path]
+    raw_err = rig.removed_output[stderr_path(handle.log_path)]
     assert TOKEN in raw_out and PASSWORD in raw_out, "the task did not see its secrets"
     values = patterns(SECRETS.values())
     assert shipped_whole(plane) == mask_all(values, raw_out)
@@ -338,7 +355,7 @@ async def test_a_restarted_worker_gets_the_values_again_before_it_ships_and_goes
     plane, made = await restarted(rig, tmp_path)
     after = [c.name for c in plane.calls[made:] if c.name in ("running", "starting", "output", "completion")]
     assert after[0] == "starting" and "output" in after and after[-1] == "completion", after
-    raw = rig.executor.read_output(rig.handle(), "stdout", 0, 1 << 20)
+    raw = rig.removed_output[rig.handle().log_path]
     assert shipped_whole(plane) == mask_all(patterns(SECRETS.values()), raw), "a gap, a duplicate or a value"
     assert shipped_whole(plane).count(b"***") == 9
     assert not (rig.run_dir(plane) / "db.pw").exists() and not (rig.run_dir(plane) / "keys" / "token").exists()
@@ -381,7 +398,7 @@ async def test_after_a_restart_the_running_ack_goes_before_the_replay_that_deliv
     await rig.tick_until(second, lambda: rig.state() == "completed")
     after = [c.name for c in plane.calls[made:] if c.name in ("running", "starting", "output", "completion")]
     assert after[:3] == ["running", "starting", "output"] and after[-1] == "completion", after
-    raw = rig.executor.read_output(rig.handle(), "stdout", 0, 1 << 20)
+    raw = rig.removed_output[rig.handle().log_path]
     assert shipped_whole(plane) == mask_all(patterns(SECRETS.values()), raw)
 
 
