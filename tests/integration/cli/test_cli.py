@@ -96,6 +96,11 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("run", "list"),
     ("run", "logs"),
     ("converge",),
+    ("secret",),
+    ("secret", "set"),
+    ("secret", "list"),
+    ("secret", "delete"),
+    ("secret", "keygen"),
     ("shell",),
     ("shell", "serve"),
 )

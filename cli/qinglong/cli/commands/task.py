@@ -47,7 +47,7 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
     ):
         if given:
             pairs = [e.split("=", 1) for e in given]
-            if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+            if any(len(p) != 2 or not p[0] or (key != "env" and not p[1]) for p in pairs):
                 raise Failure(f"{flag} takes {'NAME=VALUE' if key == 'env' else 'NAME=SECRET'}")
             plan[key] = dict(pairs)
     return plan
