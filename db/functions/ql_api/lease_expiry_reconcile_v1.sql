@@ -13,7 +13,11 @@ as $$
 --                                                       offerable again (event attempt.abandoned), or
 --                                                       fails (claims_exhausted) after 100 Attempts;
 --   starting|running whose Lease expired more than
---   p_grace_ms ago                                   → Attempt lost, Run lost (attempt.lost, run.lost).
+--   p_grace_ms ago                                   → Attempt lost, Run lost (attempt.lost, run.lost);
+--                                                       if its deadline came while its Lease still held
+--                                                       and no intent exists, the timeout intent too (the
+--                                                       Run overran its timeout: it ends timed_out, with
+--                                                       no retry, whether or not a renewal came in time).
 --   The Worker stops its process at its own conservative local expiry (docs/architecture.md §7), so after
 --   expiry + grace no process of that Attempt can still run.
 -- Step 2 (Runs, at most p_limit): a lost Run without a cancel intent → retry_wait (backoff) or failed
@@ -77,6 +81,9 @@ begin
         v_now, 'attempt.ended:' || v_attempt.id::text);
       perform ql.run_event(v_run.id, 'lost', 'run.lost', 'reconciler', null, v_attempt.id,
         jsonb_build_object('attemptNo', v_attempt.attempt_no), v_now, 'run.after_attempt:' || v_attempt.id::text);
+      if v_attempt.deadline_at_ms <= v_lease.expires_at_ms then
+        perform ql.run_cancel_intent(v_run.id, 'timeout', 'reconciler', null, v_now);  -- nothing if one exists
+      end if;
       v_lost := v_lost + 1;
     end if;
   end loop;

@@ -4,7 +4,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(71);
+select plan(78);
 
 -- Everything stored about one Run (its row, Attempts, Leases, Offers, events), to prove "nothing changed for it".
 create function pg_temp.run_image(p_run uuid) returns text language sql
@@ -329,6 +329,48 @@ select is((select (status, ended_at_ms is not null)::text from ql.runs where id 
   'after 100 abandoned claims the Run ends failed');
 select is((select payload from ql.run_events where run_id = :'x_r' order by sequence desc limit 1),
   '{"reason": "claims_exhausted"}'::jsonb, 'its last event says why: claims_exhausted');
+
+-- ---------------------------------------------------------------------------------------------
+-- A deadline that came while the Lease still held: the Run overran its timeout even though no renewal
+-- arrived to say so. t (timeoutMs 1 s, maxAttempts 2) gets the timeout intent with its loss and ends
+-- timed_out, never retried; l (timeoutMs 1 h: its Lease expired first) is an ordinary loss and retries.
+select pg_temp.mk_scenario('{"argv": ["true"], "timeoutMs": 1000, "maxAttempts": 2}') as t_w,
+       pg_temp.mk_scenario('{"argv": ["true"], "timeoutMs": 3600000, "maxAttempts": 2}') as l_w \gset
+set local role ql_runtime;
+select o, o ->> 'runId' as r, o ->> 'attemptId' as a from pg_temp.offer_at(:'t_w', 'running') o \gset t_
+select o, o ->> 'runId' as r, o ->> 'attemptId' as a from pg_temp.offer_at(:'l_w', 'running') o \gset l_
+reset role;
+select pg_temp.age_attempt(:'t_o', 3700000);
+select pg_temp.age_attempt(:'l_o', 3700000);
+select ok((select a.deadline_at_ms <= l.expires_at_ms from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id
+            where a.id = :'t_a')
+          and (select a.deadline_at_ms > l.expires_at_ms from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id
+                where a.id = :'l_a'),
+  'set-up: t''s deadline came before its Lease expired, l''s after');
+select (select r.event_sequence from ql.runs r where r.id = :'t_r') as t_seq \gset
+set local role ql_scheduler;
+select ql_api.lease_expiry_reconcile_v1(128, 30000) as res \gset
+reset role;
+select is(:'res'::jsonb, pg_temp.counts(3, 0, 2, 1, 0, 0),
+  'both are lost; only l (no intent) gets a retry, t is left to convergence');
+select is((select jsonb_agg(x -> 1) from jsonb_array_elements(pg_temp.events_after(:'t_r', :t_seq)) x),
+  '["attempt.lost", "run.lost", "run.cancel_requested"]'::jsonb,
+  't: attempt.lost, run.lost, then the timeout intent, in that order');
+select results_eq(format($$select r.status::text, r.cancel_reason::text, e.actor_kind::text, e.payload ->> 'reason'
+                             from ql.runs r join ql.run_events e on e.run_id = r.id and e.type = 'run.cancel_requested'
+                            where r.id = %L$$, :'t_r'),
+  $$values ('lost'::text, 'timeout'::text, 'reconciler'::text, 'timeout'::text)$$,
+  't stays lost with the intent reason timeout, written by the reconciler');
+select is((select r.status::text || ':' || coalesce(r.cancel_reason::text, '-') from ql.runs r where r.id = :'l_r'),
+  'retry_wait:-', 'l: an ordinary loss, no intent, waiting for its retry');
+set local role ql_scheduler;
+select ql_api.run_cancellation_converge_v1(128) as conv \gset
+reset role;
+select results_eq(format($$select r.status::text, r.ended_at_ms is not null, (select count(*) from ql.run_attempts a where a.run_id = r.id)
+                             from ql.runs r where r.id = %L$$, :'t_r'),
+  $$values ('timed_out'::text, true, 1::bigint)$$,
+  'convergence ends t timed_out after its one Attempt: a timeout is not retried');
+select ok(pg_temp.stream_ok(:'t_r') and pg_temp.stream_ok(:'l_r'), 'both streams stay contiguous');
 
 select * from finish();
 rollback;

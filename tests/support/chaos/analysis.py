@@ -165,6 +165,8 @@ def expected_outcomes(
     if c is not None and c.get("status") == "already_requested":
         return {"timed_out"} if spec.kind == "timeout" else set()  # only a timeout intent came first
     expected = {"ok": "succeeded", "ok_long": "succeeded", "fail": "failed", "timeout": "timed_out"}[spec.kind]
+    if spec.kind == "timeout":
+        return {expected}  # timeout_ms < lease_ttl_ms: the deadline comes under a live Lease (decision 0016)
     # An Attempt lost while its Worker was down (its Lease expired meanwhile) may spend the last try.
     lost_while_down = any(a["status"] == "lost" and down_at(a) for a in attempts)
     tries = [a for a in attempts if a["status"] != "abandoned"]  # an abandoned claim spends no try
