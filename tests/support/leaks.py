@@ -6,10 +6,10 @@ the Worker masks, in two writes with a pause between them, on stdout and stderr.
 while the task that received them still prints (a rotation under load), and a Worker of another pool asks
 the shell for every live Attempt's secrets with a starting ACK of its own. Then each value, in each of its
 encodings, is searched for in: the PostgreSQL log, `pg_dump --data-only`, the shell's and the Worker's logs,
-every file the Worker keeps (its journal and its Runs' folders), every event, and every answer of the user
-API to an owner, an operator and a viewer. A control task carries a plain `--env` value, not a secret: the
-search must find it (in the PostgreSQL log, `pg_dump` and the Worker's journal), or it proves nothing.
-`counts()` gives the figures of bench/results.json `secrets`.
+every file the Worker keeps (its journal, its Runs' folders, its secret store on a tmpfs), every event, and
+every answer of the user API to an owner, an operator and a viewer. A control task carries a plain `--env`
+value, not a secret: the search must find it (in the PostgreSQL log, `pg_dump` and the Worker's journal), or
+it proves nothing. `counts()` gives the figures of bench/results.json `secrets`.
 
 Touches: `root` (the cluster, the PKI, the key file, the shell's and the Worker's folders and logs), loopback
 ports and the processes it starts (stopped at the end).
@@ -44,6 +44,7 @@ from qinglong.wire import ActivationRequest
 from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 from qinglong.worker.client import ClientError, FileCredentials, IngressClient
 from qinglong.worker.masking import patterns
+from qinglong.worker.run import load as load_worker_config
 from tests.support.env import REPO, ShellProcess, new_env, stop_process
 from tests.support.progress import say
 
@@ -331,6 +332,10 @@ class Leaks:
         for path in sorted(self.worker_folder.rglob("*")):
             if path.is_file():
                 places[f"worker file {path.relative_to(self.worker_folder)}"] = path.read_bytes()
+        store = load_worker_config(self.worker_folder / "worker.toml").secret_store  # where secret files lived
+        for path in sorted(store.rglob("*")) if store is not None else ():
+            if path.is_file():
+                places[f"secret store file {path.name}"] = path.read_bytes()
         self.found.places_searched = len(places)
         self.found.control_found_in = [where for where, data in places.items() if self.control.encode() in data]
         for name, value in self.values.items():

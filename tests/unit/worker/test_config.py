@@ -1,5 +1,6 @@
 """worker.toml is read exactly: unknown keys, missing keys and wrong types are one-line ConfigErrors
-naming the key, never silently ignored or coerced. Touches: files under tmp_path."""
+naming the key, never silently ignored or coerced; `secret_store` is a folder on a tmpfs (by default one of
+this Worker's own in /dev/shm), or "off". Touches: files under tmp_path; reads the mount table."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.worker.delivery import SHM, is_tmpfs
 from qinglong.worker.executor import TaskPolicy
 from qinglong.worker.run import ConfigError, load
 
@@ -70,4 +72,23 @@ def test_a_missing_setting_is_named(tmp_path: Path) -> None:
     path = tmp_path / "worker.toml"
     path.write_text(GOOD.replace('worker_id = "a0000000-0000-4000-8000-000000000001"\n', ""))
     with pytest.raises(ConfigError, match=r"^worker.toml.worker_id: missing$"):
+        load(path)
+
+
+@pytest.mark.skipif(not is_tmpfs(SHM), reason="this machine has no tmpfs at /dev/shm")
+def test_the_secret_store_is_a_folder_of_this_worker_on_a_tmpfs_or_off(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(GOOD)
+    auto = load(path).secret_store
+    assert auto is not None and auto.parent == SHM and auto.name.startswith("qinglong-worker-")
+    other = tmp_path / "other" / "worker.toml"
+    other.parent.mkdir()
+    other.write_text(GOOD)
+    assert load(other).secret_store != auto, "two Workers (two work_dirs) share a store"
+    path.write_text(GOOD + 'secret_store = "off"\n')
+    assert load(path).secret_store is None
+    path.write_text(GOOD + f'secret_store = "{SHM / "mine"}"\n')
+    assert load(path).secret_store == SHM / "mine"
+    path.write_text(GOOD + 'secret_store = "state/secrets"\n')
+    with pytest.raises(ConfigError, match=r"^secret_store: .*state/secrets is not on a tmpfs"):
         load(path)

@@ -2,9 +2,13 @@
 0600 in the Run's own directory (parents 0700), owned by the task's user when the Worker switches to it, never
 through a symlink or out of the directory, nothing left behind by a refusal or a failed spawn; the removal
 that ends an Attempt removes what the launch made and nothing else, also from what the journal kept after a
-crash; a secret variable is put in the task's environment byte for byte, and refused where it would override
-the plan's env or cannot be an environment entry. No value reaches an exception's message.
-Touches: temporary folders and real task processes (as root: files given to `nobody`).
+crash; with a store (a launch's folder on a tmpfs) the bytes live there and the path is a symlink to them, and
+removal takes both; the store's base must be the Worker's alone; worker.toml's `secret_store` finds /dev/shm and
+refuses a folder that is not on a tmpfs; a secret variable is put in the task's environment byte for byte, and
+refused where it would override the plan's env or cannot be an environment entry. No value reaches an
+exception's message.
+Touches: temporary folders, /dev/shm (a folder of its own) and real task processes (as root: files given to
+`nobody`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from qinglong.worker.delivery import (
     SecretFile,
     SecretFileRefused,
     SecretValues,
+    is_tmpfs,
     plan_files,
     remove_files,
     write_files,
@@ -294,3 +299,86 @@ async def test_a_spawn_that_fails_after_the_files_were_made_removes_them(tmp_pat
         )  # fmt: skip
     assert refused.value.code == "launch.duplicate"
     assert os.listdir(executor.run_dir("r")) == []
+
+
+# --- a store: the bytes on a tmpfs, a symlink at the path --------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """A launch's store folder (its base made here 0711 as the Worker's own; write_files makes the folder)."""
+    base = tmp_path / "shm" / "qinglong-worker"
+    base.mkdir(parents=True, mode=0o711)
+    return base / NONCE
+
+
+def test_with_a_store_the_bytes_live_there_and_the_path_is_a_symlink_to_them(run_dir: Path, store: Path) -> None:
+    journaled: list[tuple[SecretFile, ...]] = []
+    made = write_files(run_dir, delivery({"token": VALUE, "conf/key": b"other"}, journaled), None, store)
+    assert journaled == [made]
+    assert tree(run_dir) == {"conf": "dir", "conf/key": "link", "token": "link"}
+    assert (run_dir / "token").read_bytes() == VALUE and (run_dir / "conf/key").read_bytes() == b"other"
+    assert sorted(os.listdir(store)) == sorted(f.temp for f in made), "the store holds exactly the launch's files"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    for f in made:
+        st = (store / f.temp).lstat()
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        assert (st.st_dev, st.st_ino) == (f.dev, f.ino)
+        assert os.readlink(run_dir / f.path) == str(store / f.temp)
+    (run_dir / "mine").write_bytes(b"the task's output")
+    assert remove_files(str(run_dir), made, str(store)) == ()
+    assert tree(run_dir) == {"conf": "dir", "mine": b"the task's output".hex()}
+    assert not store.exists(), "the store folder went with its files"
+
+
+def test_with_a_store_removal_takes_only_our_symlinks_and_survives_a_reboot(run_dir: Path, store: Path) -> None:
+    made = write_files(run_dir, delivery({"a": VALUE, "b": VALUE, "c": VALUE}), None, store)
+    (run_dir / "b").unlink()
+    (run_dir / "b").symlink_to(run_dir / "elsewhere")  # the task's own symlink at our path
+    (run_dir / "c").unlink()
+    (run_dir / "c").write_bytes(b"the task's file")
+    assert remove_files(str(run_dir), made, str(store)) == ()
+    assert tree(run_dir) == {"b": "link", "c": b"the task's file".hex()} and not store.exists()
+    made = write_files(run_dir, delivery({"d": VALUE}), None, store)
+    for f in made:
+        (store / f.temp).unlink()
+    store.rmdir()  # a reboot empties a tmpfs: the journal still names the files
+    assert remove_files(str(run_dir), made, str(store)) == ()
+    assert "d" not in os.listdir(run_dir), "a dangling symlink of ours was left"
+
+
+def test_with_a_store_a_refusal_or_a_journal_failure_leaves_nothing(run_dir: Path, store: Path) -> None:
+    (run_dir / "taken").write_bytes(b"the task's own file")
+    with pytest.raises(SecretFileRefused):
+        write_files(run_dir, delivery({"a": VALUE, "taken": VALUE}), None, store)
+    assert tree(run_dir) == {"taken": b"the task's own file".hex()} and not store.exists()
+
+    def identified(files: tuple[SecretFile, ...]) -> None:
+        raise OSError("journal full")
+
+    with pytest.raises(OSError, match="journal full"):
+        write_files(run_dir, FileDelivery(plan_files({"a": VALUE}, NONCE), {"a": VALUE}, identified), None, store)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "open to others"])
+def test_a_store_base_that_is_not_the_worker_s_alone_is_refused(run_dir: Path, tmp_path: Path, kind: str) -> None:
+    base = tmp_path / "shm" / "squatted"
+    base.parent.mkdir()
+    if kind == "symlink":
+        (tmp_path / "theirs").mkdir()
+        base.symlink_to(tmp_path / "theirs")
+    else:
+        base.mkdir()
+        base.chmod(0o777)
+    with pytest.raises(SecretFileRefused, match="not a folder of this Worker"):
+        write_files(run_dir, delivery({"a": VALUE}), None, base / NONCE)
+    assert os.listdir(run_dir) == [] and not (tmp_path / "theirs" / NONCE).exists()
+
+
+def test_is_tmpfs_reads_the_mount_table(tmp_path: Path) -> None:
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[2] == "tmpfs"]
+    assert points, "this machine has no tmpfs mounted"
+    assert is_tmpfs(Path(points[0])) and is_tmpfs(Path(points[0]) / "not-yet-made")
+    assert not is_tmpfs(Path("/proc")), "procfs is not a tmpfs"

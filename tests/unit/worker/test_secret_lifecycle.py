@@ -1,6 +1,7 @@
 """A task's Project secrets through the Worker's whole lifecycle (Processor, Executor, coordinator, journal), with
-the control plane stubbed at the client boundary only (tests/unit/worker/stub_plane.py: the shell of this branch
-does not open sealed secrets yet): the task gets its secret variables and files; no start without every secret
+the control plane stubbed at the client boundary only (tests/unit/worker/stub_plane.py; the real shell and
+Worker together: tests/integration/test_secret_leaks.py): the task gets its secret variables and files (their
+bytes in the Run's directory, or on a tmpfs store with a symlink at each path); no start without every secret
 its plan names (`secret_unavailable`, first answer or the replay before the spawn); a file that would follow a
 symlink is a start failure (`secret_file_refused`) and nothing is spawned; the output leaves the Worker masked,
 also after a restart, which gets the values again by replaying the starting ACK (after the running ACK when that
@@ -18,6 +19,7 @@ import json
 import logging
 import os
 import pwd
+import shutil
 import signal
 import sqlite3
 import stat
@@ -34,7 +36,7 @@ from qinglong.wire.offer import Plan
 from qinglong.worker import inbox as inbox_module
 from qinglong.worker.client import MAX_RESPONSE, _cap
 from qinglong.worker.controller import LocalProcessController
-from qinglong.worker.delivery import FileDelivery, plan_files, write_files
+from qinglong.worker.delivery import SHM, FileDelivery, is_tmpfs, plan_files, write_files
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.identity import ProcessHandle
 from qinglong.worker.inbox import Inbox
@@ -86,10 +88,11 @@ sys.stderr.buffer.write(b"err " + os.environb[b"TOKEN"] + b"\\n")
 class Rig:
     """A journal, the real Executor and controller, and Lifecycles over a StubPlane."""
 
-    def __init__(self, tmp_path: Path, policy: TaskPolicy = AS_ROOT_TOO) -> None:
+    def __init__(self, tmp_path: Path, policy: TaskPolicy = AS_ROOT_TOO, store_base: Path | None = None) -> None:
         self.root = tmp_path
         self.journal_path = tmp_path / "state" / "inbox.sqlite"
-        self.executor = Executor(tmp_path / "work", stop_grace_s=1.0, policy=policy)
+        self.store_base = store_base
+        self.executor = Executor(tmp_path / "work", stop_grace_s=1.0, policy=policy, store_base=store_base)
         self.lifecycles: list[Lifecycle] = []
         self.removed_output: dict[str, bytes] = {}  # raw output files as they were when the Worker removed them
 
@@ -147,9 +150,14 @@ class Rig:
                 yield ProcessHandle.from_dict(data["handle"])
 
 
-@pytest.fixture
-async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
-    made = Rig(tmp_path)
+@pytest.fixture(params=["run-dir", "tmpfs-store"])
+async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    store_base = None
+    if request.param == "tmpfs-store":
+        if not is_tmpfs(SHM):
+            pytest.skip("this machine has no tmpfs at /dev/shm")
+        store_base = SHM / f"ql-test-{uuid.uuid4().hex}"
+    made = Rig(tmp_path, store_base=store_base)
     removed = made.removed_output
     remove = inbox_module._remove_output
 
@@ -175,6 +183,10 @@ async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
                 os.killpg(handle.pgid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(handle.pid, 0)  # noqa: ASYNC222  a killed child of ours: reaped at once
+        if store_base is not None:
+            left = sorted(str(p.relative_to(store_base)) for p in store_base.rglob("*")) if store_base.exists() else []
+            shutil.rmtree(store_base, ignore_errors=True)
+            assert left == [], f"the tmpfs store kept {left}"
 
 
 def assert_no_value_in(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
@@ -208,6 +220,10 @@ async def test_a_task_gets_its_secrets_its_output_leaves_masked_and_its_files_go
     assert stat.S_IMODE((run_dir / "keys").stat().st_mode) == 0o700
     data = rig.data()
     assert data["secret_dir"] == str(run_dir)
+    if rig.store_base is not None:  # the bytes on the tmpfs, a symlink at each path
+        store = Path(data["secret_store"])
+        assert store.parent == rig.store_base and token.is_symlink() and pw.is_symlink()
+        assert sorted((store / name).read_bytes() for name in os.listdir(store)) == sorted((TOKEN, PASSWORD))
     assert sorted(f["path"] for f in data["secret_files"]) == ["db.pw", "keys/token"], "the journal names the files"
     assert all(f["ino"] is not None for f in data["secret_files"])
 
@@ -232,9 +248,11 @@ async def test_a_task_gets_its_secrets_its_output_leaves_masked_and_its_files_go
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
-async def test_a_task_as_nobody_owns_its_secret_files_and_folders(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_tmpfs", [False, True])
+async def test_a_task_as_nobody_owns_its_secret_files_and_folders(tmp_path: Path, on_tmpfs: bool) -> None:
     nobody = pwd.getpwnam("nobody")
-    rig = Rig(tmp_path, TaskPolicy(run_as=frozenset({"nobody"})))
+    store_base = SHM / f"ql-test-{uuid.uuid4().hex}" if on_tmpfs else None
+    rig = Rig(tmp_path, TaskPolicy(run_as=frozenset({"nobody"})), store_base)
     script = 'test "$(id -u)" = "$1" || exit 3; while [ ! -e go ]; do sleep 0.05; done; cat keys/token db.pw'
     argv = ("sh", "-c", script, "sh", str(nobody.pw_uid))
     plane = StubPlane(
@@ -250,6 +268,11 @@ async def test_a_task_as_nobody_owns_its_secret_files_and_folders(tmp_path: Path
             st = path.stat()
             mode = 0o700 if path.is_dir() else 0o600
             assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (nobody.pw_uid, nobody.pw_gid, mode), path
+        if store_base is not None:  # the task's own store folder, in the Worker's base it may only pass through
+            store = Path(rig.data()["secret_store"])
+            for folder, owner, mode in ((store, nobody.pw_uid, 0o700), (store_base, os.geteuid(), 0o711)):
+                st = os.stat(folder)
+                assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (owner, mode), folder
         (run_dir / "go").touch()
         await rig.tick_until(lc, lambda: rig.state() == "completed")
     finally:
@@ -257,6 +280,9 @@ async def test_a_task_as_nobody_owns_its_secret_files_and_folders(tmp_path: Path
         for handle in rig.handles():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(handle.pgid, signal.SIGKILL)
+        if store_base is not None:
+            assert not any(store_base.iterdir()), "a store folder outlived its Attempt"
+            shutil.rmtree(store_base)
     assert plane.status == "succeeded", shipped_whole(plane, "stderr")
     assert shipped_whole(plane) == b"******", "the task as nobody could not read its files, or they were not masked"
     assert sorted(os.listdir(run_dir)) == ["go", "keys"]
@@ -429,14 +455,16 @@ async def test_a_restart_during_the_launch_removes_the_files_from_what_the_journ
     run_dir = rig.run_dir(plane)
     run_dir.mkdir(parents=True)
     paths = {"db.pw": PASSWORD, "keys/token": TOKEN}
-    made = write_files(run_dir, FileDelivery(plan_files(paths, nonce), paths, lambda files: None), None)
-    os.link(run_dir / "db.pw", run_dir / made[0].temp)  # as if the temporary name had not gone yet
+    store = rig.executor.secret_store(nonce)
+    made = write_files(run_dir, FileDelivery(plan_files(paths, nonce), paths, lambda files: None), None, store)
+    if store is None:
+        os.link(run_dir / "db.pw", run_dir / made[0].temp)  # as if the temporary name had not gone yet
     (run_dir / "keys" / "token").unlink()
     (run_dir / "keys" / "token").write_bytes(b"the task's own")  # (another inode, unless the file system reuses it)
-    foreign = (run_dir / "keys" / "token").stat().st_ino != made[1].ino
+    foreign = store is not None or (run_dir / "keys" / "token").stat().st_ino != made[1].ino
     journal_record(
         rig, plane, "launching", launch_nonce=nonce, secret_dir=str(run_dir),
-        secret_files=tuple(f.to_dict() for f in made),
+        secret_store=None if store is None else str(store), secret_files=tuple(f.to_dict() for f in made),
     )  # fmt: skip
     lc = rig.lifecycle(plane)
     await lc.start()
@@ -451,9 +479,12 @@ async def test_a_worker_that_starts_retries_the_files_an_ended_record_kept(rig: 
     run_dir = rig.run_dir(plane)
     run_dir.mkdir(parents=True)
     paths = {"db.pw": PASSWORD}
-    made = write_files(run_dir, FileDelivery(plan_files(paths, uuid.uuid4().hex), paths, lambda files: None), None)
+    nonce = uuid.uuid4().hex
+    store = rig.executor.secret_store(nonce)
+    made = write_files(run_dir, FileDelivery(plan_files(paths, nonce), paths, lambda files: None), None, store)
     # Ended while a file system fault kept the file (the record is final: only a start can retry it).
-    journal_record(rig, plane, "completed", secret_dir=str(run_dir), secret_files=tuple(f.to_dict() for f in made))
+    journal_record(rig, plane, "completed", secret_dir=str(run_dir), secret_files=tuple(f.to_dict() for f in made),
+                   secret_store=None if store is None else str(store))  # fmt: skip
     lc = rig.lifecycle(plane)
     await lc.start()
     assert os.listdir(run_dir) == []

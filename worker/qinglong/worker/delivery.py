@@ -12,24 +12,29 @@ nothing unless every name its plan names is there (`missing`).
   logged, or put in an exception's message (messages name a variable or a path, never a value).
 - **Environment**: `secret_env` entries are put into the task's environment by the Executor (they override
   nothing: a variable in both `env` and `secretEnv` is refused, `secret_env_refused`).
-- **Files** (`write_files`): each one created 0600 inside the Run's own directory, owned by the task's user
-  and group, its missing parent folders created 0700 (and owned likewise). Every step is relative to an open
-  folder (`dir_fd`) with O_NOFOLLOW, so nothing follows a symlink or leaves the directory; a path that would
-  (a symlink, a file where a folder is needed, a file already there) is refused, `secret_file_refused`.
-  Crash-safe in four steps, each journaled before the next:
+- **Files** (`write_files`): each one created 0600, owned by the task's user and group, at its path inside the
+  Run's own directory, its missing parent folders created 0700 (and owned likewise). Where the Worker has a
+  tmpfs (`store_base`: worker.toml `secret_store`, by default /dev/shm when it is one) the bytes never touch
+  a disk: they live in the launch's own folder there (`<store_base>/<launch nonce>`, 0700, the task's), and
+  the path in the Run's directory is a symlink to them; without one the file itself is at the path. Every
+  step is relative to an open folder (`dir_fd`) with O_NOFOLLOW, so nothing follows a symlink or leaves the
+  directory; a path that would (a symlink, a file where a folder is needed, a name already taken) is refused,
+  `secret_file_refused`. Crash-safe in four steps, each journaled before the next:
   1. the caller journals the files to be made (`plan_files`: path and a temporary name made of the launch
-     nonce, so a temporary file is ours by its name);
-  2. every temporary file is created empty (O_CREAT | O_EXCL | O_NOFOLLOW) in the Run's directory and its
-     identity (device, inode) handed to `identified`, which journals it before any value is written;
-  3. each value is written and the temporary file linked (linkat, which refuses an existing name) to its
-     path, then given to the task's user and group;
-  4. the temporary names are unlinked.
+     nonce, so a temporary file is ours by its name) and the launch's store folder, if any;
+  2. every temporary file is created empty (O_CREAT | O_EXCL | O_NOFOLLOW) in the store folder, else in the
+     Run's directory, and its identity (device, inode) handed to `identified`, which journals it before any
+     value is written;
+  3. each value is written and the path made (symlinkat to the stored file, or linkat of the temporary file;
+     both refuse an existing name), then given to the task's user and group;
+  4. without a store, the temporary names are unlinked (in a store, the temporary file is the file).
   `remove_files` removes what a launch made and nothing else: a temporary name always (it is ours), a path
-  only while it is still the regular file of the journaled identity (a file the task put there instead, or
-  a path never linked, stays). It is what ends every Attempt that had files (inbox.save) and what a restart
-  retries from the journal. The identity is (device, inode): a file the task made at that path after deleting
-  ours may get the same inode number back from the file system and is then removed too (a file replaced by a
-  rename, as tools replace files, never is: both inodes existed at once).
+  only while it is still ours (the symlink to our stored file, or the regular file of the journaled identity:
+  a file the task put there instead, or a path never made, stays), then the store folder. It is what ends
+  every Attempt that had files (inbox.save) and what a restart retries from the journal. The identity is
+  (device, inode): a file the task made at that path after deleting ours may get the same inode number back
+  from the file system and is then removed too (a file replaced by a rename, as tools replace files, never
+  is: both inodes existed at once).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from qinglong.wire.activation import DeliveredSecret
 from qinglong.wire.offer import Plan
 
 TEMP_PREFIX: Final = ".qinglong-secret-"
+SHM: Final = Path("/dev/shm")  # noqa: S108  the usual tmpfs; only a folder of our own in it, checked at each use
 # Start-failure codes (error codes, not secrets):
 SECRET_UNAVAILABLE: Final = "secret_unavailable"  # noqa: S105  the answer lacks a secret the plan names
 SECRET_FILE_REFUSED: Final = "secret_file_refused"  # noqa: S105  a secret file cannot be made safely
@@ -157,10 +163,12 @@ def _refused(path: str, error: OSError) -> Exception:
     return error
 
 
-def _open_folders(root: int, folders: Sequence[str], *, create: bool, owner: tuple[int, int] | None) -> int:
+def _open_folders(
+    root: int, folders: Sequence[str], *, create: bool, owner: tuple[int, int] | None, close_root: bool = False
+) -> int:
     """A descriptor of the folder `folders` below `root`, never following a symlink; with `create`, a missing
-    folder is made 0700 (and given to `owner`). The caller closes it."""
-    fd = os.dup(root)
+    folder is made 0700 (and given to `owner`). The caller closes it (and `root`, unless `close_root`)."""
+    fd = root if close_root else os.dup(root)
     try:
         for name in folders:
             if create:
@@ -185,14 +193,46 @@ def _open_folders(root: int, folders: Sequence[str], *, create: bool, owner: tup
         raise
 
 
+def is_tmpfs(path: Path) -> bool:
+    """Whether `path` (resolved) lies on a tmpfs or ramfs, by the mount table of this process."""
+    target = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[2]
+    except OSError:
+        return False
+    return kind in ("tmpfs", "ramfs")
+
+
+def prepare_store_base(base: Path) -> None:
+    """Create the store base (0711: the task's user may pass through to its own launch folder, nobody may list
+    it). A base that is a symlink, not ours, or writable by others is refused: in a shared tmpfs such as /dev/shm
+    another user could have made it first."""
+    base.mkdir(mode=0o711, parents=False, exist_ok=True)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SecretFileRefused(f"the secret store {str(base)!r} is not a folder of this Worker's alone")
+    os.chmod(base, 0o711, follow_symlinks=False)  # noqa: S103  traversable, not listable: see above
+
+
 def write_files(
     run_dir: Path,
     delivery: FileDelivery,
     owner: tuple[int, int] | None,
+    store: Path | None = None,
 ) -> tuple[SecretFile, ...]:
-    """Make every file of `delivery` in `run_dir` (see the module docstring); the files with their identities.
-    `owner`: the task's (uid, gid) when it is not the Worker's own. Refuses (SecretFileRefused) or fails
-    (OSError, or what `identified` raises) having removed whatever it made."""
+    """Make every file of `delivery` at its path in `run_dir`, its bytes in `store` (a new folder on a tmpfs)
+    when given (see the module docstring); the files with their identities. `owner`: the task's (uid, gid) when
+    it is not the Worker's own. Refuses (SecretFileRefused) or fails (OSError, or what `identified` raises)
+    having removed whatever it made."""
     files = delivery.files
     for f in files:
         _segments(f.path)
@@ -201,11 +241,17 @@ def write_files(
     root = os.open(run_dir, _DIR_FLAGS)
     made: list[SecretFile] = []
     fds: list[int] = []
+    held = -1
     try:
         try:
+            if store is not None:
+                prepare_store_base(store.parent)
+                held = _open_folders(os.open(store.parent, _DIR_FLAGS), [store.name], create=True, owner=owner,
+                                     close_root=True)  # fmt: skip
+            home = root if held < 0 else held
             for f in files:
                 fd = os.open(f.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=root)  # fmt: skip
+                             dir_fd=home)  # fmt: skip
                 fds.append(fd)
                 st = os.fstat(fd)
                 made.append(SecretFile(f.path, f.temp, st.st_dev, st.st_ino))
@@ -215,67 +261,112 @@ def write_files(
                 view = memoryview(delivery.values[f.path])
                 while view:
                     view = view[os.write(fd, view) :]
+                if owner is not None:
+                    os.fchown(fd, *owner)
                 *folders, name = _segments(f.path)
                 try:
                     parent = _open_folders(root, folders, create=True, owner=owner)
                     try:
-                        os.link(f.temp, name, src_dir_fd=root, dst_dir_fd=parent, follow_symlinks=False)
+                        if store is None:
+                            os.link(f.temp, name, src_dir_fd=root, dst_dir_fd=parent, follow_symlinks=False)
+                        else:
+                            os.symlink(str(store / f.temp), name, dir_fd=parent)
+                            if owner is not None:
+                                os.chown(name, *owner, dir_fd=parent, follow_symlinks=False)
                     finally:
                         os.close(parent)
                 except OSError as error:
                     raise _refused(f.path, error) from None
-                if owner is not None:
-                    os.fchown(fd, *owner)
-            for f in made:
-                os.unlink(f.temp, dir_fd=root)
+            if store is None:
+                for f in made:
+                    os.unlink(f.temp, dir_fd=root)
         finally:
             for fd in fds:
                 os.close(fd)
+            if held >= 0:
+                os.close(held)
     except BaseException:
-        _remove(root, made)
+        _remove(root, made, store)
         raise
     finally:
         os.close(root)
     return tuple(made)
 
 
-def remove_files(run_dir: str | None, files: Sequence[SecretFile]) -> tuple[SecretFile, ...]:
-    """Remove what a launch made of `files` in `run_dir` and nothing else (the module docstring); the files
-    that could not be removed now (a file system fault: try again later). Never raises."""
+def remove_files(run_dir: str | None, files: Sequence[SecretFile], store: str | None = None) -> tuple[SecretFile, ...]:
+    """Remove what a launch made of `files` in `run_dir` and `store` and nothing else (the module docstring); the
+    files that could not be removed now (a file system fault: try again later). Never raises."""
     if run_dir is None or not files:
         return ()
     try:
         root = os.open(run_dir, _DIR_FLAGS)
     except OSError as error:
-        # Gone, or no longer a real folder (nothing of ours can be found through a symlink): nothing to remove.
-        return () if error.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR) else tuple(files)
+        # Gone, or no longer a real folder (nothing of ours can be found through a symlink): the paths are gone.
+        if error.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            return tuple(files)
+        root = -1
     try:
-        return _remove(root, files)
+        return _remove(root, files, None if store is None else Path(store))
     finally:
-        os.close(root)
+        if root >= 0:
+            os.close(root)
 
 
-def _remove(root: int, files: Sequence[SecretFile]) -> tuple[SecretFile, ...]:
+def _remove(root: int, files: Sequence[SecretFile], store: Path | None) -> tuple[SecretFile, ...]:
+    """Remove the paths in the Run's directory (`root`, -1 when it is gone), then the stored files and folder."""
+    try:
+        held = -1 if store is None else os.open(store, _DIR_FLAGS)
+    except OSError as error:
+        if error.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            return tuple(files)
+        held = -1  # gone (a reboot empties a tmpfs), or not a folder we made: nothing of ours in it
     left: list[SecretFile] = []
-    for f in files:
-        try:
-            _unlink(root, f.temp, f, by_name=True)
+    try:
+        for f in files:
             try:
-                *folders, name = _segments(f.path)
-                parent = _open_folders(root, folders, create=False, owner=None)
-            except (SecretFileRefused, FileNotFoundError, NotADirectoryError):
-                continue  # not where we linked it (or never linked): nothing of ours there
-            except OSError as error:
-                if error.errno == errno.ELOOP:
-                    continue
-                raise
-            try:
-                _unlink(parent, name, f, by_name=False)
-            finally:
-                os.close(parent)
-        except OSError:
-            left.append(f)
+                if root >= 0:
+                    _unlink_path(root, f, store)
+                if store is None and root >= 0:
+                    _unlink(root, f.temp, f, by_name=True)
+                elif held >= 0:
+                    _unlink(held, f.temp, f, by_name=True)
+            except OSError:
+                left.append(f)
+        if store is not None and held >= 0 and not left:
+            with contextlib.suppress(OSError):
+                os.rmdir(store)
+    finally:
+        if held >= 0:
+            os.close(held)
     return tuple(left)
+
+
+def _unlink_path(root: int, f: SecretFile, store: Path | None) -> None:
+    """Unlink `f`'s path in the Run's directory while it is ours: our symlink into `store`, or our file."""
+    try:
+        *folders, name = _segments(f.path)
+        parent = _open_folders(root, folders, create=False, owner=None)
+    except (SecretFileRefused, FileNotFoundError, NotADirectoryError):
+        return  # not where we made it (or never made): nothing of ours there
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return
+        raise
+    try:
+        if store is None:
+            _unlink(parent, name, f, by_name=False)
+            return
+        try:
+            ours = os.readlink(name, dir_fd=parent) == str(store / f.temp)
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.EINVAL):
+                return  # gone, or not a symlink: not ours
+            raise
+        if ours:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 def _unlink(folder: int, name: str, f: SecretFile, *, by_name: bool) -> None:

@@ -23,13 +23,15 @@ a `group` on `run_as_groups`; switching needs root or CAP_SETUID/CAP_SETGID. A t
 as root is refused unless `allow_root_tasks` is set. Every refusal (`plan.*`, `secret_env_refused`) happens
 before any file or process is created.
 Secret files (`secret_files`, delivery.py) are made in the Run's own directory once it exists, owned by the
-task's user and group, before the launch's log: a path that would leave the directory or follow a symlink is
+task's user and group, their bytes in `secret_store(nonce)` on a tmpfs when the Executor has one, before the
+launch's log: a path that would leave the directory or follow a symlink is
 refused (`secret_file_refused`) with nothing left behind, and a spawn that fails after they were made removes
 them before it raises.
 The lease file is the wrapper's dead-man's switch (see runner.py): spawn writes the local Lease
 expiry into it and `extend_lease` rewrites it after every persisted renewal.
 
-Touches: `work_dir`, child processes. Standard library only; nothing happens at import or construction.
+Touches: `work_dir`, the secret store (a folder on a tmpfs), child processes. Standard library only; nothing
+happens at import or construction.
 """
 
 from __future__ import annotations
@@ -331,10 +333,24 @@ class Executor:
     """Spawns tasks under the runner wrapper; files under `work_dir/<offer_id>/` (0700). `stop_grace_s`
     is the wrapper's own TERM→KILL grace when its dead-man's switch fires."""
 
-    def __init__(self, work_dir: Path, *, stop_grace_s: float = 5.0, policy: TaskPolicy | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        stop_grace_s: float = 5.0,
+        policy: TaskPolicy | None = None,
+        store_base: Path | None = None,
+    ) -> None:
         self._work_dir = Path(work_dir)
         self._stop_grace_s = stop_grace_s
         self._policy = policy or TaskPolicy()
+        self._store_base = store_base
+
+    def secret_store(self, launch_nonce: str) -> Path | None:
+        """The folder on a tmpfs that holds a launch's secret files (None: they are in the Run's directory)."""
+        if self._store_base is None:
+            return None
+        return self._store_base / _check_name("launch_nonce.invalid", "launch_nonce", launch_nonce)
 
     def run_dir(self, run_id: str) -> Path:
         """The Run's own directory (every Attempt of the Run on this Worker shares it)."""
@@ -437,7 +453,7 @@ class Executor:
         if secret_files is not None and secret_files.files:
             owner = None if placement.owner == (os.geteuid(), os.getegid()) else placement.owner
             try:
-                made = write_files(self.run_dir(run_key), secret_files, owner)
+                made = write_files(self.run_dir(run_key), secret_files, owner, self.secret_store(nonce))
             except SecretFileRefused as refused:
                 raise ExecutorRefused(SECRET_FILE_REFUSED, str(refused)) from None
         try:
@@ -445,7 +461,8 @@ class Executor:
                                      wrapper_env, lease_expires_boottime_ns)  # fmt: skip
         except BaseException:
             # No task runs (refused, never spawned, or its wrapper killed): its secret files go with it.
-            remove_files(str(self.run_dir(run_key)), made)
+            store = self.secret_store(nonce)
+            remove_files(str(self.run_dir(run_key)), made, None if store is None else str(store))
             raise
 
     async def _start(

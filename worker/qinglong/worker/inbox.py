@@ -8,11 +8,12 @@ the Lease that call granted, the activation snapshot, the launch nonce and durab
 exit and the reason a record was isolated. (Records written before task output shipped carry
 `receipts` of an uploaded log: read and dropped.)
 
-Secret files: `secret_dir` (the Run's directory) and `secret_files` (delivery.SecretFile records: each path,
-its temporary name and, once created, its inode identity) are the files a launch made or is about to make and
-that are not removed yet; never a value (values are never on disk). `save` removes them before it writes a
-state that ends the Attempt here (ENDING: every terminal state, start_failed, recovery_required) and keeps
-only those a file system fault left (`sweep` retries them when the Worker starts).
+Secret files: `secret_dir` (the Run's directory), `secret_store` (the launch's folder on a tmpfs, if any) and
+`secret_files` (delivery.SecretFile records: each path, its temporary name and, once created, its inode
+identity) are the files a launch made or is about to make and that are not removed yet; never a value (values
+are never on disk). `save` removes them before it writes a state that ends the Attempt here (ENDING: every
+terminal state, start_failed, recovery_required) and keeps only those a file system fault left (`sweep`
+retries them when the Worker starts).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Inbox:
     error_code: str | None = None
     reason: str | None = None
     secret_dir: str | None = None  # the Run's directory, where `secret_files` are
+    secret_store: str | None = None  # the launch's folder on a tmpfs that holds their bytes (None: none)
     secret_files: tuple[Mapping[str, Any], ...] = ()  # delivery.SecretFile records not removed yet
 
     @property
@@ -159,7 +161,7 @@ def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record
 def _remove(inbox: Inbox) -> tuple[SecretFile, ...]:
     """Remove the record's secret files (delivery.remove_files); log how many went and how many are left."""
     files = inbox.files()
-    left = remove_files(inbox.secret_dir, files)
+    left = remove_files(inbox.secret_dir, files, inbox.secret_store)
     run = inbox.offer.offer.run_id
     emit(log, logging.INFO, "secret_files.removed", offer=inbox.offer_id, run=run, count=len(files) - len(left))
     if left:

@@ -157,7 +157,9 @@ class Processor:
         files = plan_files((plan.secret_files or {}).keys(), nonce)
         launching = inbox.replace(launch_nonce=nonce).with_files(files)  # the files to be made, before any is
         if files:
-            launching = launching.replace(secret_dir=str(self._executor.run_dir(inbox.offer.offer.run_id)))
+            store = self._executor.secret_store(nonce)
+            launching = launching.replace(secret_dir=str(self._executor.run_dir(inbox.offer.offer.run_id)),
+                                          secret_store=None if store is None else str(store))  # fmt: skip
         record = self._save(record, "launching", launching)
         return await self._spawn(record, Inbox.from_data(record.data), by_name(ack.secrets))
 

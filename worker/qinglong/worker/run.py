@@ -22,6 +22,8 @@ they read the same config but use only its `journal`, never the network.
     run_as_groups = []               # groups a plan may name
     allow_absolute_cwd = false       # true: a plan's cwd may be an absolute, existing directory
     allow_root_tasks = false         # true: a task may run as root (a root Worker's default user)
+    secret_store = "auto"            # where secret files' bytes live: a folder on a tmpfs; "auto": one in
+                                     # /dev/shm when that is a tmpfs; "off": in the Run's directory
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
+import os
 import signal
 import sys
 import tomllib
@@ -45,6 +49,7 @@ from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
 from qinglong.worker.client import FileCredentials, IngressClient
 from qinglong.worker.controller import LocalProcessController
+from qinglong.worker.delivery import SHM, is_tmpfs
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
@@ -70,6 +75,7 @@ class WorkerConfig:
     shutdown_seconds: float = 20.0
     stop_grace_seconds: float = 5.0
     task_policy: TaskPolicy = field(default_factory=TaskPolicy)
+    secret_store: Path | None = None  # the base folder of the launches' secret stores (delivery.py)
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
@@ -97,6 +103,23 @@ class _ConfigFile(Record):
     run_as_groups: tuple[str, ...] | None = wire(ACCOUNTS, name="run_as_groups", optional=True, default=None)
     allow_absolute_cwd: bool | None = wire(Bool(), name="allow_absolute_cwd", optional=True, default=None)
     allow_root_tasks: bool | None = wire(Bool(), name="allow_root_tasks", optional=True, default=None)
+    secret_store: str | None = wire(PATH, name="secret_store", optional=True, default=None)
+
+
+def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
+    """The store base `secret_store` names: its own folder on a tmpfs, or None for "off" (and for "auto" without a
+    tmpfs at /dev/shm). A folder that is not on a tmpfs is refused: the point is that the bytes never reach a disk."""
+    if given == "off":
+        return None
+    if given in (None, "auto"):
+        if not (SHM.is_dir() and is_tmpfs(SHM) and os.access(SHM, os.W_OK | os.X_OK)):
+            return None
+        tag = hashlib.sha256(os.fsencode(os.path.realpath(work_dir))).hexdigest()[:16]
+        return SHM / f"qinglong-worker-{os.geteuid()}-{tag}"  # one per Worker (by its work_dir) and user
+    store = base / given
+    if not is_tmpfs(store.parent if not store.exists() else store):
+        raise ConfigError(f'secret_store: {store} is not on a tmpfs ("off" keeps secret files in the Run\'s folder)')
+    return store
 
 
 def load(path: Path) -> WorkerConfig:
@@ -117,6 +140,7 @@ def load(path: Path) -> WorkerConfig:
         credentials=FileCredentials(base / given.certificate, base / given.key, base / given.trust_anchors),
         journal=base / given.journal,
         work_dir=base / given.work_dir,
+        secret_store=_secret_store(given.secret_store, base, base / given.work_dir),
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -141,7 +165,12 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
     lifecycle = Lifecycle(
         journal_path=config.journal,
         client=client,
-        executor=Executor(config.work_dir, stop_grace_s=config.stop_grace_seconds, policy=config.task_policy),
+        executor=Executor(
+            config.work_dir,
+            stop_grace_s=config.stop_grace_seconds,
+            policy=config.task_policy,
+            store_base=config.secret_store,
+        ),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
         generation=config.generation,
         capacity=config.capacity,
@@ -180,6 +209,9 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         except TimeoutError:
             print("qinglong-worker: shutdown budget spent; journal released by exit", file=sys.stderr)
             return 1
+        if config.secret_store is not None:
+            with contextlib.suppress(OSError):
+                config.secret_store.rmdir()  # an empty store base leaves with the Worker; one in use stays
     if lifecycle.refused is not None:
         print(
             f"qinglong-worker: the control plane refused this Worker ({lifecycle.refused}): check `generation`,"
