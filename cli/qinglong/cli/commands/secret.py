@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from qinglong.cli.common import Commands, Failure, api_options, group
 from qinglong.cli.connect import user_api, user_call
@@ -31,16 +32,19 @@ def _name(text: str) -> str:
 def _value(args: argparse.Namespace) -> bytes:
     """The value: the file's bytes, or standard input's (a terminal: one line, not echoed)."""
     value: bytes
+    stdin: TextIO | None = sys.stdin  # None when the command was started with its standard input closed (<&-)
     if args.from_file is not None:
         try:
             with args.from_file.open("rb") as f:
                 value = f.read(SECRET_VALUE_MAX_BYTES + 1)
         except OSError as exc:
             raise Failure(f"cannot read {args.from_file}: {exc.strerror or exc}") from None
-    elif sys.stdin.isatty():
+    elif stdin is None:
+        raise Failure("no value: standard input is closed (pipe the value in, or pass --from-file)")
+    elif stdin.isatty():
         value = getpass.getpass(f"value of {args.name} (not echoed): ").encode()
     else:
-        value = sys.stdin.buffer.read(SECRET_VALUE_MAX_BYTES + 1)
+        value = stdin.buffer.read(SECRET_VALUE_MAX_BYTES + 1)
     if not value:
         raise Failure("the value is empty")
     if len(value) > SECRET_VALUE_MAX_BYTES:
