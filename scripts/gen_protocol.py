@@ -90,6 +90,7 @@ from qinglong.wire import (
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
     activation,
+    bundle_fetch,
     cancellation,
     completion,
     enqueue,
@@ -106,6 +107,7 @@ from qinglong.wire import (
     timeline,
 )
 from qinglong.wire.activation import PHASES
+from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
 from qinglong.wire.errors import ERRORS, Scope
 from qinglong.wire.fields import (
@@ -151,6 +153,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("Run timeline", timeline, timeline.TIMELINE_SCHEMA),
     Family("Run history", run_list, run_list.RUN_LIST_SCHEMA),
     Family("Task output", output, output.OUTPUT_SCHEMA),
+    Family("Bundle fetch", bundle_fetch, bundle_fetch.BUNDLE_FETCH_SCHEMA),
     Family("Task list", tasks, tasks.TASK_LIST_SCHEMA),
     Family("Project view and its Workers", project, project.PROJECT_VIEW_SCHEMA),
     Family("Project secrets", secrets, secrets.SECRET_SCHEMA),
@@ -173,6 +176,7 @@ PROJECT = "c0000000-0000-4000-8000-000000000003"
 TASK = "d0000000-0000-4000-8000-000000000004"
 REVISION = "d0000000-0000-4000-8000-000000000005"
 RUN = "e0000000-0000-4000-8000-000000000006"
+BUNDLE = hashlib.sha256(b"an archive of scripts").hexdigest()
 ATTEMPT = "e0000000-0000-4000-8000-000000000007"
 OFFER = "f0000000-0000-4000-8000-000000000008"
 ARTIFACT = "f0000000-0000-4000-8000-000000000009"
@@ -373,6 +377,8 @@ def examples() -> dict[type[Message], Message]:
         ),
         OutputAppendRequest(**_fence(), stream="stdout", offset=0, data=LOG),
         OutputAppended(stream="stdout", next_offset=len(LOG), head_bytes=524_288, tail_bytes=524_288),
+        BundleChunkRequest(**_fence(), digest=BUNDLE, index=0),
+        BundleChunk(digest=BUNDLE, index=0, chunk_count=1, size_bytes=len(LOG), data=LOG),
         RunOutput(
             run_status="succeeded",
             attempt=OutputAttempt(

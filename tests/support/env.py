@@ -101,6 +101,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`qinglong-worker run --config CONFIG` as a child, its output appended to `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "qinglong.worker", "run", "--config", str(config)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+        )  # fmt: skip
+
+
 def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
     """SIGTERM one process we started, then SIGKILL it after `timeout`."""
     if proc.poll() is None:

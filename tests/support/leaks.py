@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 import time
 import urllib.parse
 import uuid
@@ -45,7 +44,7 @@ from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 from qinglong.worker.client import ClientError, FileCredentials, IngressClient
 from qinglong.worker.masking import patterns
 from qinglong.worker.run import load as load_worker_config
-from tests.support.env import REPO, ShellProcess, new_env, stop_process
+from tests.support.env import ShellProcess, new_env, start_worker, stop_process
 from tests.support.progress import say
 
 DATABASE = "leaks"
@@ -190,14 +189,10 @@ class Leaks:
             f'origin = "{self.shell.origin}"\nworker_id = "{self.worker_id}"\ngeneration = 1\ncapacity = 8\n'
             f'certificate = "{self.worker_certs.certificate}"\nkey = "{self.worker_certs.key}"\n'
             f'trust_anchors = "{env.ca()}"\njournal = "{folder}/inbox.sqlite"\nwork_dir = "{folder}/runs"\n'
-            "tick_seconds = 0.3\nstop_grace_seconds = 2.0\n"
+            "tick_seconds = 0.3\nstop_grace_seconds = 2.0\nrequire_signed_plans = false\n"
             + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
         )
-        with (folder / "worker.log").open("ab") as log:
-            self.worker_proc = subprocess.Popen(
-                [sys.executable, "-m", "qinglong.worker", "run", "--config", str(folder / "worker.toml")],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-            )  # fmt: skip
+        self.worker_proc = start_worker(folder / "worker.toml", folder / "worker.log")
 
     def stop_worker(self) -> None:
         if self.worker_proc is not None:
@@ -233,10 +228,19 @@ class Leaks:
                 "secretFiles": {"secret.txt": name},
                 "timeoutMs": 120000,
             }
-            task = admin.call(dsn, op.task_create_v1, p_project_id=self.project, p_name=f"leak-{i}", p_plan=plan)
+            task = admin.call(
+                dsn,
+                op.task_create_v1,
+                p_project_id=self.project,
+                p_name=f"leak-{i}",
+                p_plan=plan,
+                p_plan_signature=None,
+            )
             runs[name] = self._user("operator", "enqueue", self.project, task["taskId"])["runId"]
         control = {"argv": ["true"], "env": {"CONTROL": self.control}, "timeoutMs": 60000}
-        task = admin.call(dsn, op.task_create_v1, p_project_id=self.project, p_name="control", p_plan=control)
+        task = admin.call(
+            dsn, op.task_create_v1, p_project_id=self.project, p_name="control", p_plan=control, p_plan_signature=None
+        )
         runs["CONTROL"] = self._user("operator", "enqueue", self.project, task["taskId"])["runId"]
         self.found.secrets_tried = len(self.values)
         say(f"leaks: {len(runs)} Runs queued, {cfg.rotations} of them print twice around a rotation")

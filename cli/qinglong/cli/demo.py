@@ -181,7 +181,8 @@ class Demo:
             f'origin = "https://127.0.0.1:{worker_port}"\nworker_id = "{worker_id}"\ngeneration = 1\ncapacity = 4\n'
             f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{certs}/ca.crt"\n'
             f'journal = "{root}/worker/inbox.sqlite"\nwork_dir = "{root}/worker/runs"\ntick_seconds = 0.5\n'
-            "stop_grace_seconds = 2.0\n" + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
+            "stop_grace_seconds = 2.0\nrequire_signed_plans = false\n"
+            + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
             # A Worker refuses tasks that would run as root unless told: the demo runs as root on a
             # throw-away machine (docs/operations.md §5, "Where and as whom a task runs").
         )
@@ -229,12 +230,14 @@ class Demo:
         plans[UNSERVED] = {"argv": ["true"], "pool": "nobody"}
         plans[SECRET_TASK] = SECRET_PLAN
         tasks = {
-            name: admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan)["taskId"]
+            name: admin.call(
+                dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan, p_plan_signature=None
+            )["taskId"]
             for name, plan in plans.items()
         }
-        ticker = admin.call(dsn, op.task_create_v1, p_project_id=project, p_name=SCHEDULED, p_plan={"argv": TICK})[
-            "taskId"
-        ]
+        ticker = admin.call(
+            dsn, op.task_create_v1, p_project_id=project, p_name=SCHEDULED, p_plan={"argv": TICK}, p_plan_signature=None
+        )["taskId"]
         fires = admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name=SCHEDULED, p_cron="* * * * *",
                            p_timezone="UTC", p_overlap="skip")  # fmt: skip
         say(f"• project 'demo': {len(tasks)} tasks, and '{SCHEDULED}' on cron '* * * * *' (first fire at "

@@ -33,8 +33,9 @@ class Operator(Generic[P]):
                 raise ValueError(f"ql_api.{self.name}: {p.name} is not a keyword-only p_… parameter without default")
 
     def statement(self, *args: P.args, **kwargs: P.kwargs) -> tuple[sql.Composed, dict[str, Any]]:
-        """`select ql_api.<name>(p_a => %(p_a)s, …)` (`call` for a procedure) and its parameters (a mapping as
-        jsonb), every argument named: a positional, missing or unknown one raises TypeError."""
+        """`select ql_api.<name>(p_a => %(p_a)s, …)` (`call` for a procedure) and its parameters (a mapping or a
+        list as jsonb: no routine takes an array), every argument named: a positional, missing or unknown one
+        raises TypeError."""
         from psycopg import sql  # here: a command without a database does not import psycopg
         from psycopg.types.json import Jsonb
 
@@ -44,7 +45,7 @@ class Operator(Generic[P]):
         named = (sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in arguments)
         verb = sql.SQL("call" if self.procedure else "select")
         query = sql.SQL("{} {}({})").format(verb, sql.Identifier("ql_api", self.name), sql.SQL(", ").join(named))
-        return query, {k: Jsonb(v) if isinstance(v, Mapping) else v for k, v in arguments.items()}
+        return query, {k: Jsonb(v) if isinstance(v, Mapping | list) else v for k, v in arguments.items()}
 
 
 def procedure(stub: Callable[P, None]) -> Operator[P]:
@@ -102,8 +103,30 @@ def worker_status_set_v1(*, p_worker: str, p_active: bool) -> None:
 
 
 @Operator
-def task_create_v1(*, p_project_id: str, p_name: str, p_plan: Mapping[str, Any]) -> None:
-    """A task, or a new revision of it."""
+def task_create_v1(
+    *, p_project_id: str, p_name: str, p_plan: Mapping[str, Any], p_plan_signature: Mapping[str, Any] | None
+) -> None:
+    """A task, or a new revision of it (its plan signed by an operator key, or not)."""
+
+
+@Operator
+def task_revision_view_v1(*, p_revision_id: str) -> None:
+    """A task revision: its plan, its signature and its bundle's file list."""
+
+
+@Operator
+def bundle_stat_v1(*, p_digest: str) -> None:
+    """Whether a bundle is stored, partly uploaded or missing."""
+
+
+@Operator
+def bundle_put_v1(*, p_digest: str, p_size_bytes: int, p_index: int, p_data: bytes) -> None:
+    """One chunk of a bundle."""
+
+
+@Operator
+def bundle_seal_v1(*, p_digest: str, p_entries: list[Mapping[str, Any]]) -> None:
+    """Check a bundle's chunks against its digest and store its file list."""
 
 
 @Operator

@@ -12,10 +12,11 @@ parallel safe
 -- (optional; the Worker decides whether it may switch to them); secretEnv: object of 1..16 environment names
 -- ([A-Za-z_][A-Za-z0-9_]{0,127}, none also in env) to secret names ([A-Z_][A-Z0-9_]{0,63}); secretFiles: object
 -- of 1..16 relative paths (segments of [A-Za-z0-9._-], not . or .., at most 255 chars) to secret names
--- (docs/decisions/0015-secrets.md); at most 16 distinct secret names in all. No other keys.
+-- (docs/decisions/0015-secrets.md); at most 16 distinct secret names in all; bundle: the SHA-256 of an archive of
+-- scripts, 64 lowercase hex (optional; task_create_v1 requires it stored, ql.bundles). No other keys.
 return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
   and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool', 'cwd', 'user',
-                                              'group', 'secretEnv', 'secretFiles')), true)
+                                              'group', 'secretEnv', 'secretFiles', 'bundle')), true)
        from pg_catalog.jsonb_object_keys(p_plan) as k)
   and pg_catalog.jsonb_typeof(p_plan -> 'argv') = 'array'
   and pg_catalog.jsonb_array_length(p_plan -> 'argv') between 1 and 256
@@ -66,7 +67,10 @@ return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
                                             and f.k !~ '(^|/)\.{1,2}(/|$)'
                                             and (f.v #>> '{}') ~ '^[A-Z_][A-Z0-9_]{0,63}$')
                from pg_catalog.jsonb_each(p_plan -> 'secretFiles') as f(k, v))))
-  and pg_catalog.cardinality(ql.plan_secret_names(p_plan)) <= 16, false);
+  and pg_catalog.cardinality(ql.plan_secret_names(p_plan)) <= 16
+  and (not p_plan ? 'bundle' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'bundle') = 'string'
+        and (p_plan ->> 'bundle') ~ '^[0-9a-f]{64}$')), false);
 
 comment on function ql.plan_is_valid(jsonb) is
 'Returns true when the plan has exactly the documented shape, else false (never NULL, which a CHECK would let '

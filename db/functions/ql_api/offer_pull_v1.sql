@@ -36,6 +36,8 @@ as $$
 -- claimed at lease version 1 with a live Lease, it answers the same offer with the Lease's token
 -- digest moved to this request's (the first token never arrived) and offeredAtMs = now, so the time
 -- left is what remains; otherwise {"status":"empty","reason":"pull_spent"}. NULL: no replay.
+-- The offer carries the pinned revision's plan and, only when that revision is signed, its planSignature
+-- ({keyId, signature}, which the Worker verifies before it starts anything); an unsigned offer has no such key.
 declare
   v_session ql.worker_sessions;
   v_pool text;
@@ -43,6 +45,7 @@ declare
   v_run ql.runs;
   v_retry ql.runs;
   v_plan jsonb;
+  v_signature jsonb;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
   v_offer ql.offers;
@@ -130,7 +133,8 @@ begin
       v_now, 'attempt.claimed:' || v_attempt.id::text);
   end if;
 
-  select t.plan_json into strict v_plan from ql.task_execution_revisions t where t.id = v_run.task_revision_id;
+  select t.plan_json, t.plan_signature into strict v_plan, v_signature
+    from ql.task_execution_revisions t where t.id = v_run.task_revision_id;
   return jsonb_build_object('status', 'offered', 'offer', jsonb_build_object(
     'offerId', v_offer.id,
     'projectId', v_run.project_id,
@@ -142,13 +146,14 @@ begin
     'offeredAtMs', v_now,
     'leaseExpiresAtMs', v_lease.expires_at_ms,
     'offerExpiresAtMs', v_offer.expires_at_ms,
-    'plan', v_plan));
+    'plan', v_plan)
+    || case when v_signature is null then '{}'::jsonb else jsonb_build_object('planSignature', v_signature) end);
 end;
 $$;
 
 comment on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) is
 'Returns offered {offer: offerId, projectId, runId, attemptId, attemptNo, leaseGeneration, leaseVersion, '
-'offeredAtMs, leaseExpiresAtMs, offerExpiresAtMs, plan} (for a replayed pull id, the same offer) | empty '
-'(no_work, at_capacity, pull_spent) | invalid | fenced (stale_session, session_expired, stale_generation, '
-'worker_disabled); never the token digest. Raises nothing on input.';
+'offeredAtMs, leaseExpiresAtMs, offerExpiresAtMs, plan, and planSignature only when the revision is signed} (for a '
+'replayed pull id, the same offer) | empty (no_work, at_capacity, pull_spent) | invalid | fenced (stale_session, '
+'session_expired, stale_generation, worker_disabled); never the token digest. Raises nothing on input.';
 grant execute on function ql_api.offer_pull_v1(uuid, uuid, bigint, bytea, uuid) to ql_runtime;

@@ -2,7 +2,8 @@
 create or replace procedure ql_api.retain(p_page_size integer default 256, p_max_pages integer default 64)
 language plpgsql
 as $$
--- Each page is its own short transaction (COMMIT between pages), stopping on a short page.
+-- Each page is its own short transaction (COMMIT between pages), stopping on a page short of every kind (Runs,
+-- sessions, mutations, bundles).
 -- pg_cron runs it as ql_scheduler (job qinglong-retention, ql/retention_schedule); an operator may CALL it by hand.
 -- Not SECURITY DEFINER, for the same reason as ql_api.converge (COMMIT): it runs as its caller, qualifies every
 -- name, and only calls the two SECURITY DEFINER functions. Call it outside an explicit transaction block.
@@ -23,7 +24,7 @@ begin
     commit;
     v_pages := v_pages + 1;
     exit when ((v_page ->> 'runs')::integer < p_page_size and (v_page ->> 'sessions')::integer < p_page_size
-               and (v_page ->> 'mutations')::integer < p_page_size)
+               and (v_page ->> 'mutations')::integer < p_page_size and (v_page ->> 'bundles')::integer < p_page_size)
            or v_pages >= p_max_pages;
   end loop;
 end;

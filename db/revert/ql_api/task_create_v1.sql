@@ -3,7 +3,7 @@
 -- written by scripts/sync_functions.py; never edit this one.
 begin;
 set local role ql_owner;
-revoke all on function ql_api.task_create_v1(uuid, text, jsonb) from public, ql_runtime, ql_scheduler, ql_readonly;
+drop function ql_api.task_create_v1(uuid, text, jsonb, jsonb);
 
 -- ql_api.task_create_v1: create a task of a Project, or give an existing one a new immutable revision.
 -- The new revision becomes the task's current one; Runs already queued keep the revision they pinned.

@@ -1,8 +1,8 @@
 -- ql.plan_is_valid: the exact shape of a task revision plan (argv, env, timeoutMs, maxAttempts, retryBackoffMs,
--- pool, cwd, user, group).
+-- pool, cwd, user, group, bundle).
 begin;
 \ir ../fixtures.psql
-select plan(24);
+select plan(29);
 
 select pg_temp.mk_revision(pg_temp.mk_project()) as rev \gset
 
@@ -32,6 +32,15 @@ select ok(not ql.plan_is_valid('{"argv": ["true"], "timeoutMs": "5"}'), 'a strin
 select ok(not ql.plan_is_valid('{"argv": ["true"], "maxAttempts": 101}'), 'maxAttempts above 100 is refused');
 select ok(not ql.plan_is_valid('{"argv": ["true"], "env": {"A": 1}}'), 'env values are strings');
 select ok(not ql.plan_is_valid('{"argv": ["true"], "pool": "Bad Pool"}'), 'a pool name is [a-z0-9_-]');
+select ok(ql.plan_is_valid(jsonb_build_object('argv', '["sh", "run.sh"]'::jsonb, 'bundle', repeat('0a', 32))),
+          'a bundle named by 64 lowercase hex is a plan');
+select ok(not ql.plan_is_valid(jsonb_build_object('argv', '["true"]'::jsonb, 'bundle', repeat('0A', 32))),
+          'a bundle digest is lowercase hex');
+select ok(not ql.plan_is_valid(jsonb_build_object('argv', '["true"]'::jsonb, 'bundle', repeat('0a', 31))),
+          'a bundle digest is 64 characters');
+select ok(not ql.plan_is_valid('{"argv": ["true"], "bundle": null}'), 'bundle null is refused (absent: no bundle)');
+select ok(not ql.plan_is_valid(jsonb_build_object('argv', '["true"]'::jsonb, 'bundle', jsonb_build_array(repeat('0a', 32)))),
+          'one bundle, a string');
 select throws_ok(format($$insert into ql.task_execution_revisions (task_id, project_id, plan_json, executor_revision_id)
                          select id, project_id, '{"argv": []}', '00000000-0000-4000-8000-000000000001' from ql.tasks limit 1$$),
                  '23514', null, 'the table refuses an invalid plan');

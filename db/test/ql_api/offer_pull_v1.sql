@@ -1,7 +1,7 @@
 -- Tests ql_api.offer_pull_v1: offered (shape, rows, events, token digest only), oldest-first, pool, cancel intent, empty, invalid, fences; structure and grants.
 begin;
 \ir ../fixtures.psql
-select plan(97);
+select plan(101);
 
 -- Structure: one SECURITY DEFINER function, executable by the runtime role and nobody else.
 select has_function('ql_api', 'offer_pull_v1', array['uuid', 'uuid', 'bigint', 'bytea', 'uuid'],
@@ -424,6 +424,29 @@ select is(ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t4')),
   'a due retry with a cancel intent is not offered: an intent always wins over a retry');
 reset role;
 select is(pg_temp.state(), :'before', 'that pull changed nothing');
+
+-- A signed revision: its offer carries planSignature (the stored object, beside the plan, never inside it); an
+-- unsigned one has no such key (the offers above). A replayed pull answers it again.
+select jsonb_build_object('keyId', '00112233aabbccdd', 'signature', repeat('Zz09', 21) || 'xw==') as sg_sig \gset
+select pg_temp.mk_project() as sg_project \gset
+select ql_api.task_create_v1(:'sg_project', 'signed', '{"argv": ["true"], "pool": "signed-pool"}', :'sg_sig')
+  ->> 'revisionId' as sg_rev \gset
+select pg_temp.mk_run(:'sg_rev') as sg_run \gset
+select pg_temp.mk_worker('signed-pool') as sg_w \gset
+select '6d0d0e54-0e1f-4a35-9a83-1f4f0a1b2c3d' as sg_pull \gset
+set local role ql_runtime;
+select pg_temp.open_session(:'sg_w') as sg_s \gset
+select ql_api.offer_pull_v1(:'sg_w', :'sg_s', 1, pg_temp.digest('token-sg'), :'sg_pull') -> 'offer' as sg_o \gset
+select ql_api.offer_pull_v1(:'sg_w', :'sg_s', 1, pg_temp.digest('token-sg2'), :'sg_pull') -> 'offer' as sg_o2 \gset
+reset role;
+select is(array(select k from jsonb_object_keys(:'sg_o'::jsonb) k order by k),
+  array['attemptId', 'attemptNo', 'leaseExpiresAtMs', 'leaseGeneration', 'leaseVersion', 'offerExpiresAtMs',
+        'offerId', 'offeredAtMs', 'plan', 'planSignature', 'projectId', 'runId'],
+  'a signed revision''s offer carries the documented keys and planSignature');
+select is(:'sg_o'::jsonb -> 'planSignature', :'sg_sig'::jsonb, 'planSignature is exactly the stored signature');
+select is(:'sg_o'::jsonb -> 'plan', '{"argv": ["true"], "pool": "signed-pool"}'::jsonb,
+  'the plan is the stored plan, the signature not inside it');
+select is(:'sg_o2'::jsonb -> 'planSignature', :'sg_sig'::jsonb, 'a replayed pull answers the same planSignature');
 
 select * from finish();
 rollback;

@@ -40,7 +40,8 @@ begin
   return v;
 end $$;
 create function pg_temp.ok(p_runs int, p_sessions int, p_mutations int) returns jsonb language sql
-return jsonb_build_object('status', 'ok', 'runs', p_runs, 'sessions', p_sessions, 'mutations', p_mutations);
+return jsonb_build_object('status', 'ok', 'runs', p_runs, 'sessions', p_sessions, 'mutations', p_mutations,
+                          'bundles', 0);
 
 -- ---------------------------------------------------------------------------------------------
 -- Structure: for the scheduler role only.

@@ -5,7 +5,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(80);
+select plan(102);
 
 -- Everything the control plane stores: runs, attempts, …, projects, subjects, bindings, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -15,13 +15,15 @@ return concat_ws(E'\n', pg_temp.state(),
   (select string_agg('binding ' || b::text, E'\n' order by b.project_id, b.subject_id) from ql.role_bindings b),
   (select string_agg('task ' || t::text, E'\n' order by t.id) from ql.tasks t),
   (select string_agg('revision ' || r::text, E'\n' order by r.id) from ql.task_execution_revisions r),
-  (select string_agg('worker ' || w::text, E'\n' order by w.id) from ql.workers w));
+  (select string_agg('worker ' || w::text, E'\n' order by w.id) from ql.workers w),
+  (select string_agg('bundle ' || b::text, E'\n' order by b.digest) from ql.bundles b));
 
 -- A refused call: its answer, and whether the stored state is exactly what it was before the call.
-create function pg_temp.refused(p_project uuid, p_name text, p_plan jsonb) returns text language plpgsql as $$
+create function pg_temp.refused(p_project uuid, p_name text, p_plan jsonb, p_signature jsonb default null)
+returns text language plpgsql as $$
 declare
   v_before text := pg_temp.ostate();
-  v_result jsonb := ql_api.task_create_v1(p_project, p_name, p_plan);
+  v_result jsonb := ql_api.task_create_v1(p_project, p_name, p_plan, p_signature);
 begin
   return v_result::text || case when pg_temp.ostate() is not distinct from v_before
                                 then ' and nothing changed' else ' but the state changed' end;
@@ -33,22 +35,22 @@ return (select t.current_revision_id from ql.tasks t where t.id = p_task);
 
 -- ---------------------------------------------------------------------------------------------
 -- Structure: an operator's command, SECURITY DEFINER, executable by its owner only.
-select has_function('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'],
-  'task_create_v1(project, name, plan) exists');
-select is_definer('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'],
+select has_function('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'],
+  'task_create_v1(project, name, plan, plan signature) exists');
+select is_definer('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'],
   'task_create_v1 runs as its owner (SECURITY DEFINER)');
-select function_returns('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'], 'jsonb',
+select function_returns('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'], 'jsonb',
   'task_create_v1 answers a typed jsonb result');
 select is((select p.proconfig from pg_catalog.pg_proc p
-            where p.oid = 'ql_api.task_create_v1(uuid, text, jsonb)'::regprocedure),
+            where p.oid = 'ql_api.task_create_v1(uuid, text, jsonb, jsonb)'::regprocedure),
   array['search_path=pg_catalog, pg_temp'], 'task_create_v1 pins search_path to pg_catalog, pg_temp');
-select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'], 'ql_owner', array['EXECUTE'],
+select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'], 'ql_owner', array['EXECUTE'],
   'only its owner ql_owner (an operator acting as DBA) may create or revise a task');
-select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'], 'ql_runtime', array[]::text[],
+select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'], 'ql_runtime', array[]::text[],
   'the runtime role (the shell) may not create or revise a task');
-select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'], 'ql_scheduler', array[]::text[],
+select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'], 'ql_scheduler', array[]::text[],
   'the scheduler role may not create or revise a task');
-select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb'], 'public', array[]::text[],
+select function_privs_are('ql_api', 'task_create_v1', array['uuid', 'text', 'jsonb', 'jsonb'], 'public', array[]::text[],
   'PUBLIC may not create or revise a task');
 
 -- ---------------------------------------------------------------------------------------------
@@ -281,6 +283,80 @@ select is(pg_temp.refused(:'a', :'a_task', '{"argv": ["false"]}'),
   'an archived Project''s task is not revised: not_found project, nothing changes');
 select is(pg_temp.current_of((select r.task_id from ql.task_execution_revisions r where r.id = :'a_rev')), :'a_rev'::uuid,
   'the archived Project''s task keeps its current revision');
+
+-- ---------------------------------------------------------------------------------------------
+-- 5. A plan signature is stored with its revision, as given; a bad one is invalid and changes nothing. No revision is
+-- reused, so signing the same plan again (or not) makes a new revision and no earlier one loses or swaps its own.
+select jsonb_build_object('keyId', '0123456789abcdef', 'signature', repeat('A', 85) || 'Q==') as sig_a,
+       jsonb_build_object('keyId', 'fedcba9876543210', 'signature', repeat('b', 85) || 'w==') as sig_b \gset
+select ql_api.task_create_v1(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_a') ->> 'revisionId' as signed1 \gset
+select ql_api.task_create_v1(p_project_id => :'p', p_name => 'signed', p_plan => '{"argv": ["deploy"]}')
+  ->> 'revisionId' as signed2 \gset
+select ql_api.task_create_v1(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_b') ->> 'revisionId' as signed3 \gset
+select is((select plan_signature from ql.task_execution_revisions where id = :'signed1'), :'sig_a'::jsonb,
+  'a signed plan''s revision holds exactly the signature given');
+select is((select plan_signature from ql.task_execution_revisions where id = :'signed2'), null,
+  'a named call without p_plan_signature (existing callers) makes an unsigned revision');
+select is((select plan_signature from ql.task_execution_revisions where id = :'signed3'), :'sig_b'::jsonb,
+  'the same plan signed with another key is a third revision with that signature');
+select is(array(select r.plan_signature ->> 'keyId' from ql.task_execution_revisions r
+                 where r.id in (:'signed1', :'signed2', :'signed3') order by r.id = :'signed3', r.id = :'signed2'),
+  array['0123456789abcdef', null, 'fedcba9876543210'],
+  'three revisions: the first keeps its own signature (not swapped), the second none, the third the new one');
+select is((select t.current_revision_id from ql.tasks t where t.project_id = :'p' and t.name = 'signed'), :'signed3'::uuid,
+  'the last revision is current');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', '{"keyId": "0123456789abcdef"}'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a signature without its signature is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_a'::jsonb || '{"alg": "ed25519"}'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a signature with another key is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_a'::jsonb || '{"keyId": "0123456789ABCDEF"}'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'an upper-case key id is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_a'::jsonb || '{"keyId": "0123456789abcde"}'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a key id of 15 hex characters is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}',
+            :'sig_a'::jsonb || jsonb_build_object('signature', repeat('A', 84) || 'Q==')),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a signature of 87 characters is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}',
+            :'sig_a'::jsonb || jsonb_build_object('signature', repeat('A', 88))),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed',
+  'a base64 text of 66 bytes (no padding) is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}',
+            :'sig_a'::jsonb || jsonb_build_object('signature', repeat('A', 85) || 'B==')),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed',
+  'a non-canonical base64 text (bits left over) is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', :'sig_a'::jsonb || '{"signature": 7}'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a number as the signature is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', 'null'),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'a JSON null signature is invalid');
+select is(pg_temp.refused(:'p', 'signed', '{"argv": ["deploy"]}', jsonb_build_array(:'sig_a'::jsonb)),
+  '{"reason": "plan_signature", "status": "invalid"} and nothing changed', 'an array of signatures is invalid');
+select throws_ok(format($$insert into ql.task_execution_revisions (task_id, project_id, plan_json, plan_signature,
+                                                                    executor_revision_id)
+                         values (%L, %L, '{"argv": ["x"]}', '{"keyId": "x"}', '00000000-0000-4000-8000-000000000001')$$,
+                        :'task', :'p'),
+  '23514', null, 'the table refuses a malformed signature too');
+
+-- A plan's bundle must be a complete stored bundle.
+select encode(sha256('bundle bytes'::bytea), 'hex') as bd, encode(sha256('never stored'::bytea), 'hex') as missing,
+       encode(sha256('half'::bytea), 'hex') as half \gset
+select ql_api.bundle_put_v1(:'bd', 12, 0, 'bundle bytes'::bytea) ->> 'status' as put_ok \gset
+select ql_api.bundle_seal_v1(:'bd', '[{"path": "run.sh", "kind": "file", "size": 12, "mode": 493}]') ->> 'status'
+  as sealed_ok \gset
+insert into ql.bundles (digest, size_bytes, chunk_count) values (:'half', 4, 1);
+select is(:'put_ok' || ' ' || :'sealed_ok', 'stored sealed', 'setup: a bundle is uploaded and sealed');
+select is(pg_temp.refused(:'p', 'bundled', jsonb_build_object('argv', '["sh", "run.sh"]'::jsonb, 'bundle', :'missing')),
+  format('{"detail": "%s", "reason": "bundle", "status": "not_found"} and nothing changed', :'missing'),
+  'a plan naming a bundle never stored is not_found bundle, its digest as detail, and nothing changes');
+select is(pg_temp.refused(:'p', 'bundled', jsonb_build_object('argv', '["sh", "run.sh"]'::jsonb, 'bundle', :'half')),
+  format('{"detail": "%s", "reason": "bundle", "status": "not_found"} and nothing changed', :'half'),
+  'a plan naming an upload not sealed is not_found bundle too');
+select is(pg_temp.refused(:'p', 'bundled', jsonb_build_object('argv', '["sh", "run.sh"]'::jsonb, 'bundle', upper(:'bd'))),
+  '{"reason": "plan", "status": "invalid"} and nothing changed', 'a bundle digest in upper case is an invalid plan');
+select ql_api.task_create_v1(:'p', 'bundled', jsonb_build_object('argv', '["sh", "run.sh"]'::jsonb, 'bundle', :'bd'),
+                             :'sig_a') as bundled \gset
+select is(:'bundled'::jsonb ->> 'status', 'created', 'a plan naming a sealed bundle is created');
+select is((select r.plan_json ->> 'bundle' from ql.task_execution_revisions r where r.id = (:'bundled'::jsonb ->> 'revisionId')::uuid),
+  :'bd', 'its revision names the bundle');
 
 -- The whole file wrote revisions through the API only: each one's task points back to its Project.
 select is((select count(*)::int from ql.task_execution_revisions r join ql.tasks t on t.id = r.task_id

@@ -66,6 +66,7 @@ from qinglong.wire import (
     paths,
     ql3w,
 )
+from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_REFS_MAX, SECRET_VALUE_MAX_BYTES, token_digest
 from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Nested, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
@@ -281,6 +282,10 @@ def _output(c: Call, b: OutputAppendRequest) -> Args:
     return {**_fence(c, b, c.match["offerId"]), "p_stream": b.stream, "p_offset": b.offset, "p_data": b.data}
 
 
+def _bundle_chunk(c: Call, b: BundleChunkRequest) -> Args:
+    return {**_fence(c, b, c.match["offerId"]), "p_digest": b.digest, "p_index": b.index}
+
+
 def _completion(c: Call, b: CompletionRequest) -> Args:
     return {
         **_fence(c, b, c.match["offerId"]),
@@ -454,6 +459,10 @@ ROUTES: Final = (
     RouteOf(
         "worker.output", "POST", paths.OUTPUT, "worker",
         _const(OutputAppendRequest), "output_append_v1", _output, OutputAppended,
+    ),
+    RouteOf(
+        "worker.bundle_chunks", "POST", paths.BUNDLE_CHUNKS, "worker",
+        _const(BundleChunkRequest), "bundle_chunk_v1", _bundle_chunk, BundleChunk,
     ),
     RouteOf(
         "worker.completion", "POST", paths.COMPLETION, "worker",

@@ -64,6 +64,9 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("db", "status"),
     ("pki",),
     ("pki", "init"),
+    ("pki", "plan-key"),
+    ("pki", "plan-key", "new"),
+    ("pki", "plan-key", "show"),
     ("worker",),
     ("worker", "enroll"),
     ("worker", "renew"),
@@ -397,10 +400,14 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        pytest.param(("--timeout-ms", "99999999999"), "task_create_v1: invalid (plan)", id="timeout beyond 2^31-1"),
-        pytest.param(("--max-attempts", "101"), "task_create_v1: invalid (plan)", id="101 attempts"),
-        pytest.param(("--retry-backoff-ms", "-1"), "task_create_v1: invalid (plan)", id="negative backoff"),
-        pytest.param(("--pool", "GPU"), "task_create_v1: invalid (plan)", id="upper-case pool"),
+        pytest.param(
+            ("--timeout-ms", "99999999999"), "the plan: timeoutMs: outside 1..2147483647", id="timeout beyond 2^31-1"
+        ),
+        pytest.param(("--max-attempts", "101"), "the plan: maxAttempts: outside 1..100", id="101 attempts"),
+        pytest.param(
+            ("--retry-backoff-ms", "-1"), "the plan: retryBackoffMs: outside 0..2147483647", id="negative backoff"
+        ),
+        pytest.param(("--pool", "GPU"), "the plan: pool: does not match [a-z0-9_-]{1,64}", id="upper-case pool"),
         pytest.param(("--env", "NOVALUE"), "--env takes NAME=VALUE", id="env without ="),
         pytest.param(("--env", "=x"), "--env takes NAME=VALUE", id="env without a name"),
     ],

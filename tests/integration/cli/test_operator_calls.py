@@ -40,7 +40,7 @@ def mismatch(conn: psycopg.Connection[Any], operator: Operator[...]) -> str | No
 
 @pytest.mark.db
 def test_every_operator_call_names_exactly_its_routine_s_parameters(database: Database) -> None:
-    assert len(OPERATORS) == 16 and op.converge in OPERATORS  # every stub, the procedure too
+    assert len(OPERATORS) == 20 and op.converge in OPERATORS  # every stub, the procedure too
     with psycopg.connect(database.dsn()) as conn:
         wrong = [m for o in OPERATORS if (m := mismatch(conn, o))]
     assert not wrong, "\n".join(wrong)
@@ -75,7 +75,7 @@ def task_list_v1(*, p_project: str) -> None:
 @pytest.mark.parametrize(
     ("stub", "procedure", "expected"),
     [
-        (task_create_v1, False, "takes ('p_project_id', 'p_name', 'p_plan'), the CLI names ('p_project', "),
+        (task_create_v1, False, "takes ('p_project_id', 'p_name', 'p_plan', 'p_plan_signature'), the CLI names "),
         (project_create_v1, False, "takes ('p_name',), the CLI names ('p_name', 'p_owner')"),
         (task_schedule_set_v1, False, "takes ('p_project_id', 'p_name', 'p_cron', 'p_timezone', 'p_overlap'), "),
         (task_schedule_show_v1, False, "takes ('p_project_id', 'p_name', 'p_count'), the CLI names ('p_name', "),
@@ -90,12 +90,15 @@ def test_a_wrong_stub_is_caught(database: Database, stub: Any, procedure: bool, 
 
 
 def test_a_call_names_its_arguments_as_identifiers() -> None:
-    query, params = op.task_create_v1.statement(p_project_id="x", p_name="backup", p_plan={"argv": ["true"]})
+    query, params = op.task_create_v1.statement(
+        p_project_id="x", p_name="backup", p_plan={"argv": ["true"]}, p_plan_signature=None
+    )
     assert query.as_string() == (
         'select "ql_api"."task_create_v1"("p_project_id" => %(p_project_id)s, "p_name" => %(p_name)s, '
-        '"p_plan" => %(p_plan)s)'
+        '"p_plan" => %(p_plan)s, "p_plan_signature" => %(p_plan_signature)s)'
     )
-    assert list(params) == ["p_project_id", "p_name", "p_plan"] and params["p_plan"].obj == {"argv": ["true"]}
+    assert list(params) == ["p_project_id", "p_name", "p_plan", "p_plan_signature"]
+    assert params["p_plan"].obj == {"argv": ["true"]} and params["p_plan_signature"] is None
     assert op.converge.statement(p_page_size=1, p_max_pages=2, p_grace_ms=3)[0].as_string().startswith("call ")
 
 

@@ -80,6 +80,7 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
         group="nogroup",
         secret_env={"PGPASSWORD": "DB_PASSWORD"},
         secret_files={"conf/api.key": "API_KEY"},
+        bundle="0123456789abcdef" * 4,
     ).to_obj()
     assert set(full) == {f.name for f in Plan.FIELDS}
 
@@ -95,3 +96,4 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
     assert not valid({**full, "secretEnv": {"A": "DB_PASSWORD"}})  # a variable the plan's env sets too
     assert not valid({**full, "secretFiles": {"../api.key": "API_KEY"}})
     assert not valid({**full, "secretEnv": {"PGPASSWORD": "db_password"}})
+    assert not valid({**full, "bundle": "0123456789ABCDEF" * 4})  # a digest in lowercase hex only

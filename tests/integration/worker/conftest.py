@@ -596,6 +596,7 @@ class Rig:
                     f'trust_anchors = "{self.creds.trust_anchors}"',
                     f'journal = "{self.journal_path}"',
                     f'work_dir = "{self.work_dir}"',
+                    "require_signed_plans = false",  # unsigned plans (tests of signatures sign their own)
                     f"tick_seconds = {tick_seconds}",
                     "page_size = 16",
                     f"shutdown_seconds = {shutdown_seconds}",

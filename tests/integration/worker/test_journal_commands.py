@@ -82,6 +82,7 @@ def config(tmp_path: Path) -> Path:
                 'trust_anchors = "absent/ca.crt"',
                 'journal = "state/inbox.sqlite"',
                 'work_dir = "state/runs"',
+                "require_signed_plans = false",
                 "",
             )
         )

@@ -166,7 +166,11 @@ def expected_outcomes(
         return {"timed_out"} if spec.kind == "timeout" else set()  # only a timeout intent came first
     expected = {"ok": "succeeded", "ok_long": "succeeded", "fail": "failed", "timeout": "timed_out"}[spec.kind]
     if spec.kind == "timeout":
-        return {expected}  # timeout_ms < lease_ttl_ms: the deadline comes under a live Lease (decision 0016)
+        # Lost once its deadline had come under its Lease: timed out (decision 0016). Lost with its deadline still
+        # ahead of its Lease's expiry (a Lease not renewed since the claim, then a fault): an ordinary loss.
+        early = any(a["status"] == "lost" and (a["deadline_at_ms"] or 0) > (a["lease_expires_at_ms"] or 0)
+                    for a in attempts)  # fmt: skip
+        return {expected, "failed"} if early else {expected}
     # An Attempt lost while its Worker was down (its Lease expired meanwhile) may spend the last try.
     lost_while_down = any(a["status"] == "lost" and down_at(a) for a in attempts)
     tries = [a for a in attempts if a["status"] != "abandoned"]  # an abandoned claim spends no try

@@ -90,6 +90,7 @@ class Chaos:
                 f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{certs}/ca.crt"\n'
                 f'journal = "{slot.journal}"\nwork_dir = "{slot.work_dir}"\ntick_seconds = {cfg.tick_s}\n'
                 f"page_size = 16\nshutdown_seconds = 5.0\nstop_grace_seconds = {cfg.stop_grace_s}\n"
+                "require_signed_plans = false\n"
                 + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")  # benchmarks run as root here
             )
             self.slots.append(slot)
@@ -112,7 +113,11 @@ class Chaos:
                 if spec.timeout_ms is not None:
                     plan["timeoutMs"] = spec.timeout_ms
                 created = tx.call(
-                    op.task_create_v1, p_project_id=self.project, p_name=f"chaos-{spec.index}", p_plan=plan
+                    op.task_create_v1,
+                    p_project_id=self.project,
+                    p_name=f"chaos-{spec.index}",
+                    p_plan=plan,
+                    p_plan_signature=None,
                 )
                 spec.task_id = str(created["taskId"])
 

@@ -80,7 +80,7 @@ def read_database(dsn: str) -> dict[str, Any]:
         by_offer: dict[str, dict[str, Any]] = {}
         for r in conn.execute(
             "select a.run_id, a.attempt_no, a.status::text, a.worker_id, a.offer_id, a.exit_code, a.error_code,"
-            " l.expires_at_ms, a.claimed_at_ms"
+            " l.expires_at_ms, a.claimed_at_ms, a.deadline_at_ms"
             " from ql.run_attempts a left join ql.run_leases l on l.attempt_id = a.id"
             " order by a.run_id, a.attempt_no"
         ).fetchall():
@@ -93,6 +93,7 @@ def read_database(dsn: str) -> dict[str, Any]:
                 "error_code": r[6],
                 "lease_expires_at_ms": r[7],
                 "claimed_at_ms": r[8],
+                "deadline_at_ms": r[9],
             }
             attempts.setdefault(str(r[0]), []).append(a)
             by_offer[str(r[4])] = a

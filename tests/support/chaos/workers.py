@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.chaos.proxy import FaultProxy
-from tests.support.env import REPO
+from tests.support.env import start_worker
 
 
 @dataclass
@@ -50,13 +49,7 @@ class WorkerSlot:
         with self.log.open("ab") as log:
             log.write(f"--- start {self.starts} at {time.time():.3f}\n".encode())
             log.flush()
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", "qinglong.worker", "run", "--config", str(self.config)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-            )
+        self.popen = start_worker(self.config, self.log)
 
     def kill(self) -> None:
         if self.popen is not None and self.popen.poll() is None:

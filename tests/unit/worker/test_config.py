@@ -20,6 +20,7 @@ key = "worker.key"
 trust_anchors = "ca.crt"
 journal = "state/inbox.sqlite"
 work_dir = "state/runs"
+require_signed_plans = false
 """
 
 
@@ -92,3 +93,13 @@ def test_the_secret_store_is_a_folder_of_this_worker_on_a_tmpfs_or_off(tmp_path:
     path.write_text(GOOD + 'secret_store = "state/secrets"\n')
     with pytest.raises(ConfigError, match=r"^secret_store: .*state/secrets is not on a tmpfs"):
         load(path)
+
+
+def test_plans_must_be_signed_unless_the_file_says_otherwise(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text(GOOD.replace("require_signed_plans = false\n", ""))
+    with pytest.raises(ConfigError, match=r"^trusted_plan_keys: .*require_signed_plans = false"):
+        load(path)
+    path.write_text(GOOD + "bundle_cache_mib = 64\n")
+    config = load(path)
+    assert (config.trust.required, config.trust.keys, config.bundle_cache_bytes) == (False, {}, 64 << 20)

@@ -1,5 +1,6 @@
 """qinglong.wire: the exact wire contracts shared by the shell and the Worker. Touches nothing: pure
-declarations and functions (standard library only, so a router-class Worker can import it).
+declarations and functions (standard library only, so a router-class Worker can import it; only
+qinglong.wire.signing, which nothing here imports, needs `cryptography`).
 
 One definition per message, used by the sender and the receiver: `Msg.parse(bytes)`,
 `Msg.from_obj(dict)`, `Msg.from_result(sql_result, **shell_fields)`, `msg.to_obj()`,
@@ -12,6 +13,7 @@ from typing import Final
 
 from qinglong.wire import (
     activation,
+    bundle_fetch,
     cancellation,
     completion,
     enqueue,
@@ -141,6 +143,7 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *timeline.MESSAGES,
     *run_list.MESSAGES,
     *output.MESSAGES,
+    *bundle_fetch.MESSAGES,
     *tasks.MESSAGES,
     *project.MESSAGES,
     *secrets.MESSAGES,

@@ -98,6 +98,13 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "grace_ms",
     "version_id",  # Project secrets (ql/secrets, deployed right after ql/outcome_reasons)
     "sealed",
+    "digest",  # bundles and plan signatures (ql/bundles, deployed right after the secrets)
+    "size_bytes",
+    "index",
+    "data",
+    "entries",
+    "plan_signature",
+    "revision_id",
     "status",  # the run history's filters (ql_api.run_list_v1)
     "time_range",
     "cursor",

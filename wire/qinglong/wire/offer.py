@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Final, Literal, get_args
 
 from qinglong.wire.codec import KIB
-from qinglong.wire.common import MAX_INT32, SECRET_NAME_PATTERN, SECRET_REFS_MAX, TIME_MS
+from qinglong.wire.common import MAX_INT32, SECRET_NAME_PATTERN, SECRET_REFS_MAX, SHA256_HEX, TIME_MS
 from qinglong.wire.fields import (
+    Base64Bytes,
     Enum,
     Int,
     List,
@@ -44,6 +45,8 @@ SECRET_ENV_NAME_PATTERN: Final = "[A-Za-z_][A-Za-z0-9_]{0,127}"  # noqa: S105  a
 # A file a secret is written to, relative to the Run's directory: segments of [A-Za-z0-9._-], none . or ..
 SECRET_FILE_PATTERN: Final = r"(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+(?:/(?!\.{1,2}(?:/|$))[A-Za-z0-9._-]+)*"  # noqa: S105
 SECRET_FILE_MAX_CHARS: Final = 255
+KEY_ID_PATTERN: Final = "[0-9a-f]{16}"  # an operator key's id: SHA-256 of its raw public key, 16 hex characters
+SIGNATURE_BYTES: Final = 64  # Ed25519
 
 
 class Plan(Record):
@@ -51,7 +54,9 @@ class Plan(Record):
     `user` and `group` are requests the Worker may refuse (a typed start failure, nothing spawned):
     a relative `cwd` lies inside the Run's own directory, an absolute one needs the Worker's consent,
     and a user or group must be on the Worker's `run_as` / `run_as_groups` allow-list. `secretEnv` and
-    `secretFiles` name Project secrets, never values: the starting ACK's answer delivers their values."""
+    `secretFiles` name Project secrets, never values: the starting ACK's answer delivers their values.
+    `bundle` names an archive of files (qinglong.wire.bundle) the Worker fetches and unpacks into the Run's
+    directory before the spawn."""
 
     argv: tuple[str, ...] = wire(List(Str(ARG_MAX_CHARS), max_items=ARGV_MAX_ITEMS, min_items=1))
     env: Mapping[str, str] | None = wire(
@@ -82,14 +87,23 @@ class Plan(Record):
         optional=True,
         default=None,
     )  # fmt: skip
+    bundle: str | None = wire(SHA256_HEX, optional=True, default=None)  # the scripts' archive, by its SHA-256
 
     def secret_names(self) -> frozenset[str]:
         """The secrets this plan names (ql.plan_secret_names)."""
         return frozenset((*(self.secret_env or {}).values(), *(self.secret_files or {}).values()))
 
 
+class PlanSignature(Record):
+    """An operator key's signature of a plan (qinglong.wire.signing): which key (its id) and the 64-byte Ed25519
+    signature."""
+
+    key_id: str = wire(Str(16, min_len=16, pattern=KEY_ID_PATTERN))
+    signature: bytes = wire(Base64Bytes(SIGNATURE_BYTES, min_bytes=SIGNATURE_BYTES))
+
+
 class Offer(Record):
-    """The offer object of ql_api.offer_pull_v1."""
+    """The offer object of ql_api.offer_pull_v1; `planSignature` only when the revision was signed."""
 
     offer_id: str = wire(Uuid())
     project_id: str = wire(Uuid())
@@ -102,6 +116,7 @@ class Offer(Record):
     lease_expires_at_ms: int = wire(TIME_MS)
     offer_expires_at_ms: int = wire(TIME_MS)
     plan: Plan = wire(Nested(Plan))
+    plan_signature: PlanSignature | None = wire(Nested(PlanSignature), optional=True, default=None)
 
 
 class OfferPullRequest(Message):

@@ -60,6 +60,7 @@ from qinglong.wire import (
     ql3w,
 )
 from qinglong.wire.activation import PHASES, Phase
+from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.logline import emit, settled
 from qinglong.wire.specs import UUID_PATTERN
 
@@ -76,7 +77,7 @@ def _pattern(template: str) -> str:
 
 ALLOWED_PATHS: Final = re.compile("|".join(map(_pattern, (
     paths.SESSIONS, paths.HEARTBEAT, paths.OFFERS_PULL, paths.ACTIVATION, paths.LEASE_CONTROL, paths.OUTPUT,
-    paths.COMPLETION,
+    paths.BUNDLE_CHUNKS, paths.COMPLETION,
 ))))  # fmt: skip
 MAX_RESPONSE: Final = 128 * 1024
 
@@ -333,6 +334,9 @@ class IngressClient:
         self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
     ) -> OutputAppended:
         return await self._call(self._path(paths.OUTPUT, session, offer_id), body, OutputAppended, session, timeout_s)
+
+    async def bundle_chunk(self, session: Session, offer_id: str, body: BundleChunkRequest) -> BundleChunk:
+        return await self._call(self._path(paths.BUNDLE_CHUNKS, session, offer_id), body, BundleChunk, session)
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         return await self._call(self._path(paths.COMPLETION, session, offer_id), body, CompletionResponse, session)

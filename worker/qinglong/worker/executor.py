@@ -22,6 +22,9 @@ exist). It runs as the Worker's own user and group unless the plan names a `user
 a `group` on `run_as_groups`; switching needs root or CAP_SETUID/CAP_SETGID. A task that would run
 as root is refused unless `allow_root_tasks` is set. Every refusal (`plan.*`, `secret_env_refused`) happens
 before any file or process is created.
+A bundle (`bundle`, the archive's bytes; unpack.py) is unpacked into the Run's own directory once it exists, as
+the task's user, before the secret files: one that breaks a rule is refused with its `bundle.*` code and
+leaves nothing new behind.
 Secret files (`secret_files`, delivery.py) are made in the Run's own directory once it exists, owned by the
 task's user and group, their bytes in `secret_store(nonce)` on a tmpfs when the Executor has one, before the
 launch's log: a path that would leave the directory or follow a symlink is
@@ -50,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
+from qinglong.wire.bundle import BundleError
 from qinglong.worker.delivery import (
     SECRET_ENV_REFUSED,
     SECRET_FILE_REFUSED,
@@ -61,6 +65,7 @@ from qinglong.worker.delivery import (
 )
 from qinglong.worker.identity import CHILDREN, ExitStatus, ProcessHandle, boot_id, read_stat, reap_finished
 from qinglong.worker.runner import stderr_path, write_atomically
+from qinglong.worker.unpack import unpack
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 DEADLINE_VARIABLE: Final = "QINGLONG_DEADLINE_AT_MS"
@@ -352,6 +357,10 @@ class Executor:
             return None
         return self._store_base / _check_name("launch_nonce.invalid", "launch_nonce", launch_nonce)
 
+    @property
+    def work_dir(self) -> Path:
+        return self._work_dir
+
     def run_dir(self, run_id: str) -> Path:
         """The Run's own directory (every Attempt of the Run on this Worker shares it)."""
         return self._work_dir / "tasks" / _check_name("run_id.invalid", "run_id", run_id)
@@ -432,6 +441,7 @@ class Executor:
         group: str | None = None,
         secret_env: Mapping[str, bytes] | None = None,
         secret_files: FileDelivery | None = None,
+        bundle: bytes | None = None,
     ) -> ProcessHandle:
         reap_finished()
         offer, nonce, task_argv, task_env = _validate(offer_id, launch_nonce, argv, env, timeout_ms, deadline_at_ms)
@@ -449,6 +459,12 @@ class Executor:
             wrapper_env[DEADLINE_VARIABLE] = str(deadline_at_ms)
 
         task_cwd = self._prepare_cwd(run_key, placement)
+        if bundle is not None:
+            owner = None if placement.owner == (os.geteuid(), os.getegid()) else placement.owner
+            try:
+                unpack(bundle, self.run_dir(run_key), owner)
+            except BundleError as refused:
+                raise ExecutorRefused(refused.code, str(refused)) from None
         made: tuple[SecretFile, ...] = ()
         if secret_files is not None and secret_files.files:
             owner = None if placement.owner == (os.geteuid(), os.getegid()) else placement.owner

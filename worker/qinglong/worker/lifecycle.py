@@ -34,6 +34,7 @@ from typing import Final
 
 from qinglong.wire import OfferOffered
 from qinglong.wire.logline import emit
+from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, BundleCache
 from qinglong.worker.client import (
     ClientError,
     IngressClient,
@@ -50,6 +51,7 @@ from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox, sweep
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
 from qinglong.worker.processor import Processor
+from qinglong.worker.trust import PlanTrust
 
 log = logging.getLogger("qinglong.worker")
 
@@ -79,6 +81,8 @@ class Lifecycle:
         capacity: int,
         page_size: int = 16,
         open_journal: Callable[[Path], Journal] = Journal.open,
+        bundles: BundleCache | None = None,
+        trust: PlanTrust | None = None,
     ) -> None:
         if not 1 <= page_size <= 64:
             raise ValueError("page_size is 1..64")
@@ -90,6 +94,8 @@ class Lifecycle:
         self._capacity = capacity
         self._page_size = page_size
         self._open_journal = open_journal
+        self._bundles = bundles or BundleCache(executor.work_dir / "bundles", BUNDLE_CACHE_BYTES)
+        self._trust = trust or PlanTrust()
         self._journal: Journal | None = None
         self._session: Session | None = None
         self._processor: Processor | None = None
@@ -122,7 +128,9 @@ class Lifecycle:
         self._journal = journal = self._open_journal(self._journal_path)
         self.events.append("own")
         values = SecretValues()
-        self._processor = Processor(journal, self._client, self._executor, values)
+        self._processor = Processor(
+            journal, self._client, self._executor, values, bundles=self._bundles, trust=self._trust
+        )
         self._coordinator = Coordinator(journal, self._client, self._executor, self._controller, values)
         with contextlib.suppress(ClientError):  # a refusal is kept in self.refused; the scan goes on
             await self._ensure_session()

@@ -19,6 +19,14 @@ values of the replay are the ones used: `secretEnv` into the task's environment,
 Run's directory by the Executor (the files to be made are journaled with `launching`, their identities before
 any value is written), and, once spawned, kept in memory (SecretValues) for the coordinator to mask the
 task's output with. No value is ever journaled or logged.
+Plans and bundles (trust.py, bundles.py): before the starting ACK, a plan this Worker may not run (unsigned
+where signatures are required, or signed by a key it does not trust, or changed after signing) is a start
+failure with the signature's code; a plan that names a bundle missing from the cache has it fetched first, a
+chunk per call for at most FETCH_SLICE_S per pass (the tick goes on renewing the other Attempts), renewing this
+Attempt's Lease when it runs short, and resuming from the chunks held after a lost answer or a restart; a
+bundle whose digest does not match, or that the control plane does not give (`bundle.unavailable`), is a start
+failure. At the spawn the bundle is read from the cache (its digest checked again) and the Executor unpacks it
+into the Run's directory (a bundle that breaks a rule is a start failure with its `bundle.*` code).
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
 anything). Every step is persisted before
@@ -29,10 +37,15 @@ launch's evidence (launch.py) whether the task was never started, runs, or ran.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Mapping
+from typing import Final
 
 from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStartFailureRequest
 from qinglong.wire.activation import Phase
+from qinglong.wire.bundle import BundleError
+from qinglong.wire.bundle_fetch import BundleChunkRequest
+from qinglong.worker.bundles import CHUNK, UNAVAILABLE, BundleCache
 from qinglong.worker.client import (
     ClientError,
     IngressClient,
@@ -53,18 +66,31 @@ from qinglong.worker.delivery import (
 )
 from qinglong.worker.executor import Executor, ExecutorRefused
 from qinglong.worker.inbox import Inbox, save
-from qinglong.worker.journal import Journal, Record, State
+from qinglong.worker.journal import PAGE_LIMIT_MAX, Journal, Record, State
 from qinglong.worker.launch import recover_launch
+from qinglong.worker.trust import PlanTrust
+
+FETCH_SLICE_S: Final = 1.0  # the longest a pass fetches before it lets the tick go on
+UNFETCHED: Final[tuple[State, ...]] = ("accepted", "starting_acknowledged", "launching")  # bundles still needed
 
 
 class Processor:
     def __init__(
-        self, journal: Journal, client: IngressClient, executor: Executor, values: SecretValues | None = None
+        self,
+        journal: Journal,
+        client: IngressClient,
+        executor: Executor,
+        values: SecretValues | None = None,
+        *,
+        bundles: BundleCache,
+        trust: PlanTrust,
     ) -> None:
         self._journal = journal
         self._client = client
         self._executor = executor
         self._values = values if values is not None else SecretValues()
+        self._bundles = bundles
+        self._trust = trust
 
     async def process(self, record: Record, session: Session) -> Record:
         """Advance one record as far as it can go now; return the record as persisted. Nothing moves on a
@@ -125,7 +151,13 @@ class Processor:
         reason = f"not started: {why}"
         return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj(), reason=reason))
 
-    async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record:
+    async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record | None:
+        refusal = self._trust.refusal(inbox.offer.offer)
+        if refusal is not None:
+            return self._save(record, "start_failed", inbox.replace(error_code=refusal))
+        digest = inbox.offer.offer.plan.bundle
+        if digest is not None and not self._bundles.has(digest):
+            return await self._fetch(record, session, inbox, digest)
         ack = await self._ack(session, inbox, "starting")
         if ack.status == "not_started":
             return self._not_started(record, inbox, ack)
@@ -163,6 +195,42 @@ class Processor:
         record = self._save(record, "launching", launching)
         return await self._spawn(record, Inbox.from_data(record.data), by_name(ack.secrets))
 
+    async def _fetch(self, record: Record, session: Session, inbox: Inbox, digest: str) -> Record | None:
+        """Fetch the plan's bundle for up to FETCH_SLICE_S: the record (renewed, or unchanged once the bundle is
+        whole: the next pass goes on), a start failure, or None (more on the next tick)."""
+        self._bundles.evict(self._pinned())
+        until = time.monotonic() + FETCH_SLICE_S
+        index = self._bundles.next_chunk(digest)
+        while time.monotonic() < until:
+            if inbox.short_of_lease():
+                return await self._renew(record, session, inbox)
+            body = BundleChunkRequest(**inbox.fence(session.generation), digest=digest, index=index)
+            try:
+                chunk = await self._client.bundle_chunk(session, inbox.offer_id, body)
+                if (chunk.digest, chunk.index) != (digest, index):
+                    raise BundleError(CHUNK, f"asked for chunk {index}, got {chunk.index} of another bundle")
+                self._bundles.add_chunk(digest, index, chunk.data, chunk.chunk_count)
+                if index + 1 == chunk.chunk_count:
+                    self._bundles.seal(digest)
+                    return record
+            except Refused as refused:
+                if refused.code != "not_found":
+                    raise
+                return self._save(record, "start_failed", inbox.replace(error_code=UNAVAILABLE))
+            except BundleError as error:
+                return self._save(record, "start_failed", inbox.replace(error_code=error.code))
+            index += 1
+        return None
+
+    def _pinned(self) -> set[str]:
+        """The bundles of Attempts not spawned yet: the cache keeps them."""
+        pinned: set[str] = set()
+        cursor: int | None = None
+        while page := self._journal.page(cursor, PAGE_LIMIT_MAX, states=UNFETCHED):
+            pinned |= {d for r in page if (d := Inbox.from_data(r.data).offer.offer.plan.bundle) is not None}
+            cursor = page[-1].seq
+        return pinned
+
     async def _renew(self, record: Record, session: Session, inbox: Inbox) -> Record:
         """Renew the Lease of a task not spawned yet, and persist it; the next pass replays the starting ACK
         and spawns (or, under a cancel intent, gets not_started). No answer: the next tick tries again."""
@@ -193,6 +261,13 @@ class Processor:
         def identified(files: tuple[SecretFile, ...]) -> None:
             latest[0] = self._save(latest[0], "launching", Inbox.from_data(latest[0].data).with_files(files))
 
+        bundle = None
+        if plan.bundle is not None:
+            try:
+                bundle = self._bundles.read(plan.bundle)
+            except (BundleError, FileNotFoundError) as error:
+                code = error.code if isinstance(error, BundleError) else UNAVAILABLE
+                return self._save(latest[0], "start_failed", inbox.replace(error_code=code))
         delivery = None
         if inbox.secret_files:
             file_values = {path: values[name] for path, name in (plan.secret_files or {}).items()}
@@ -212,6 +287,7 @@ class Processor:
                 group=plan.group,
                 secret_env={variable: values[name] for variable, name in (plan.secret_env or {}).items()},
                 secret_files=delivery,
+                bundle=bundle,
             )
         except ExecutorRefused as refused:
             refusal = Inbox.from_data(latest[0].data).replace(error_code=refused.code)
@@ -222,4 +298,7 @@ class Processor:
         if plan.secret_names():
             self._values.put(inbox.offer_id, values.values())  # for the coordinator to mask the output with
         started = Inbox.from_data(latest[0].data).replace(handle=handle.to_dict())
-        return self._save(latest[0], "started", started)
+        saved = self._save(latest[0], "started", started)
+        if bundle is not None:
+            self._bundles.evict(self._pinned())  # unpacked: no longer needed by this Attempt
+        return saved

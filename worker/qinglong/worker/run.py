@@ -24,6 +24,9 @@ they read the same config but use only its `journal`, never the network.
     allow_root_tasks = false         # true: a task may run as root (a root Worker's default user)
     secret_store = "auto"            # where secret files' bytes live: a folder on a tmpfs; "auto": one in
                                      # /dev/shm when that is a tmpfs; "off": in the Run's directory
+    trusted_plan_keys = ["ops.pub"]  # operator public keys (`qinglong pki plan-key new`) whose plans may run
+    require_signed_plans = true      # refuse every plan not signed by one of them (false: unsigned ones run)
+    bundle_cache_mib = 256           # the bundle cache's size (least recently used bundles go first)
 """
 
 from __future__ import annotations
@@ -47,12 +50,14 @@ from qinglong.wire.fields import Bool, Int, List, Record, Seconds, Str, Uuid, wi
 from qinglong.wire.logline import configure as configure_logging
 from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
+from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, BundleCache
 from qinglong.worker.client import FileCredentials, IngressClient
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.delivery import SHM, is_tmpfs
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
+from qinglong.worker.trust import PlanTrust
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -76,6 +81,8 @@ class WorkerConfig:
     stop_grace_seconds: float = 5.0
     task_policy: TaskPolicy = field(default_factory=TaskPolicy)
     secret_store: Path | None = None  # the base folder of the launches' secret stores (delivery.py)
+    trust: PlanTrust = field(default_factory=PlanTrust)
+    bundle_cache_bytes: int = BUNDLE_CACHE_BYTES
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
@@ -104,6 +111,11 @@ class _ConfigFile(Record):
     allow_absolute_cwd: bool | None = wire(Bool(), name="allow_absolute_cwd", optional=True, default=None)
     allow_root_tasks: bool | None = wire(Bool(), name="allow_root_tasks", optional=True, default=None)
     secret_store: str | None = wire(PATH, name="secret_store", optional=True, default=None)
+    trusted_plan_keys: tuple[str, ...] | None = wire(
+        List(PATH, max_items=64), name="trusted_plan_keys", optional=True, default=None
+    )
+    require_signed_plans: bool | None = wire(Bool(), name="require_signed_plans", optional=True, default=None)
+    bundle_cache_mib: int | None = wire(Int(1, 1 << 20), name="bundle_cache_mib", optional=True, default=None)
 
 
 def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
@@ -120,6 +132,15 @@ def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
     if not is_tmpfs(store.parent if not store.exists() else store):
         raise ConfigError(f'secret_store: {store} is not on a tmpfs ("off" keeps secret files in the Run\'s folder)')
     return store
+
+
+def _trust(given: _ConfigFile, base: Path) -> PlanTrust:
+    """The plan keys this Worker trusts; every plan must be signed unless `require_signed_plans = false`."""
+    required = given.require_signed_plans is not False
+    try:
+        return PlanTrust.load([base / p for p in given.trusted_plan_keys or ()], required)
+    except ValueError as exc:
+        raise ConfigError(f"trusted_plan_keys: {exc} (or require_signed_plans = false)") from None
 
 
 def load(path: Path) -> WorkerConfig:
@@ -141,6 +162,8 @@ def load(path: Path) -> WorkerConfig:
         journal=base / given.journal,
         work_dir=base / given.work_dir,
         secret_store=_secret_store(given.secret_store, base, base / given.work_dir),
+        trust=_trust(given, base),
+        bundle_cache_bytes=(given.bundle_cache_mib or BUNDLE_CACHE_BYTES // (1 << 20)) << 20,
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -172,6 +195,8 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
             store_base=config.secret_store,
         ),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
+        bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes),
+        trust=config.trust,
         generation=config.generation,
         capacity=config.capacity,
         page_size=config.page_size,

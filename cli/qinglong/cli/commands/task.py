@@ -1,6 +1,12 @@
 """`qinglong task`: create a task (or a new revision of it) and its schedule, set, clear or show the schedule,
 list and show tasks, disable and enable them. Each command is one operator transaction.
-Touches the database (DBA connection from --dsn or QINGLONG_DSN).
+Touches the database (DBA connection from --dsn or QINGLONG_DSN); `create --bundle` reads the folder or file it
+packs, `create --sign` the operator's plan key.
+
+`create --bundle PATH` packs PATH (qinglong.wire.bundle), uploads it in chunks unless the database holds that
+digest already (a re-upload is free; a partial one resumes) and pins the digest in the plan. `--sign KEY` signs the
+plan with an operator key (qinglong.wire.signing) for the Project it is created in: the exact plan signed is the
+one stored, so a Worker that checks signatures runs it, and runs nothing that was changed since.
 """
 
 from __future__ import annotations
@@ -8,6 +14,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
@@ -24,9 +32,13 @@ from qinglong.cli.common import (
 )
 from qinglong.cli.connect import admin_transaction, one, project_id
 from qinglong.cli.printing import cell, created, emit, status_set, table
+from qinglong.wire.bundle import CHUNK_BYTES
+from qinglong.wire.codec import WireError
+from qinglong.wire.offer import Plan
 
 if TYPE_CHECKING:
     from qinglong.cli.admin import Transaction
+    from qinglong.wire.bundle import Packed
 
 
 def _plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -40,6 +52,8 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         plan["retryBackoffMs"] = args.retry_backoff_ms
     if args.pool:
         plan["pool"] = args.pool
+    if args.cwd:
+        plan["cwd"] = args.cwd
     for flag, key, given in (
         ("--env", "env", args.env),
         ("--secret-env", "secretEnv", args.secret_env),
@@ -53,14 +67,60 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
     return plan
 
 
+def _upload(tx: Transaction, packed: Packed) -> None:
+    """Store the bundle unless the database holds it; only the chunks it lacks are sent."""
+    stat = tx.call(op.bundle_stat_v1, p_digest=packed.digest)
+    if stat["status"] == "stored":
+        return
+    present = set(stat["presentChunks"]) if stat["sizeBytes"] == len(packed.data) else set()
+    for index in range(0, max(1, -(-len(packed.data) // CHUNK_BYTES))):
+        if index not in present:
+            data = packed.data[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]
+            tx.call(op.bundle_put_v1, p_digest=packed.digest, p_size_bytes=len(packed.data), p_index=index, p_data=data)
+    entries: list[Mapping[str, Any]] = [
+        {"path": e.path, "kind": e.kind, "size": e.size, "mode": e.mode} for e in packed.entries
+    ]
+    tx.call(op.bundle_seal_v1, p_digest=packed.digest, p_entries=entries)
+
+
 def create(args: argparse.Namespace) -> int:
     plan = _plan(args)
+    packed = None
+    if args.bundle is not None:
+        from qinglong.wire.bundle import BundleError, pack
+        from qinglong.wire.bundle_fetch import BUNDLE_LIMIT_BYTES  # the database's own cap refuses more
+
+        try:
+            packed = pack(args.bundle, max_bytes=BUNDLE_LIMIT_BYTES)
+        except (BundleError, OSError) as exc:
+            raise Failure(f"--bundle {args.bundle}: {exc}") from None
+        plan["bundle"] = packed.digest
+    try:
+        plan = Plan.from_obj(plan).to_obj()  # what is signed is what is stored
+    except WireError as exc:
+        raise Failure(f"the plan: {exc.message}") from None
+    key = None
+    if args.sign is not None:
+        from qinglong.wire.signing import load_private_key
+
+        try:
+            key = load_private_key(args.sign)
+        except ValueError as exc:
+            raise Failure(f"--sign: {exc}") from None
     if args.schedule is None and (args.timezone is not None or args.overlap is not None):
         raise Failure("--timezone and --overlap go with --schedule")
 
     def body(tx: Transaction) -> dict[str, Any]:  # the task and its schedule commit together
         project = project_id(tx, args.project)
-        new = tx.call(op.task_create_v1, p_project_id=project, p_name=args.name, p_plan=plan)
+        if packed is not None:
+            _upload(tx, packed)
+        signature = None
+        if key is not None:
+            from qinglong.wire.signing import sign
+
+            signature = sign(key, project, Plan.from_obj(plan)).to_obj()
+        new = tx.call(op.task_create_v1, p_project_id=project, p_name=args.name, p_plan=plan,
+                      p_plan_signature=signature)  # fmt: skip
         if args.schedule is not None:
             tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.schedule,
                     p_timezone=args.timezone or "UTC", p_overlap=args.overlap or "skip")  # fmt: skip
@@ -69,6 +129,8 @@ def create(args: argparse.Namespace) -> int:
 
     result = admin_transaction(args, body)
     sentence = f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})"
+    if packed is not None:
+        sentence += f"\nbundle {packed.digest} ({len(packed.entries)} entries, {len(packed.data)} bytes)"
     if "schedule" in result:
         sentence += "\n" + "\n".join(schedule_lines(f"task {args.name}: schedule set:", result["schedule"]))
     return created(args, result["taskId"], result, sentence)
@@ -88,8 +150,10 @@ def _shown(args: argparse.Namespace, tx: Transaction) -> dict[str, Any]:
     listed = tx.call(op.task_list_v1, p_project=args.project)
     task = one(listed["tasks"], "name", args.task, "task", "taskId")
     sched = tx.call(op.task_schedule_show_v1, p_project_id=listed["projectId"], p_name=task["name"], p_count=5)
+    revision = tx.call(op.task_revision_view_v1, p_revision_id=task["revisionId"])
     return {"projectId": listed["projectId"], "project": listed["project"], **task,
-            "schedule": None if sched["status"] == "unscheduled" else sched}  # fmt: skip
+            "schedule": None if sched["status"] == "unscheduled" else sched,
+            "planSignature": revision["planSignature"], "bundle": revision["bundle"]}  # fmt: skip
 
 
 def show(args: argparse.Namespace) -> int:
@@ -103,7 +167,15 @@ def show(args: argparse.Namespace) -> int:
         f"pool        {shown['pool']}",
         f"timeoutMs   {cell(shown['timeoutMs'])}",
         f"maxAttempts {cell(shown['maxAttempts'])}",
+        f"signed by   {cell(shown['planSignature'] and shown['planSignature']['keyId'])}",
     ]
+    bundle = shown["bundle"]
+    if bundle is None:
+        lines.append("bundle      -")
+    else:
+        lines.append(f"bundle      {bundle['digest']} ({bundle['sizeBytes']} bytes)")
+        lines += [f"  {e['mode']:o} {e['size']:>10} {e['path']}" if e["kind"] == "file" else f"  dir  {e['path']}/"
+                  for e in bundle["entries"]]  # fmt: skip
     sched = shown["schedule"]
     if sched is None:
         lines.append("schedule    -")
@@ -130,6 +202,7 @@ def register(top: Commands) -> None:
     p.add_argument("--max-attempts", type=positive, help="attempts of one Run, retries included")
     p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry")
     p.add_argument("--pool", help="only Workers of this pool run it")
+    p.add_argument("--cwd", help="where it runs: a folder in the Run's own (e.g. one of --bundle's)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable)")
     p.add_argument(
         "--secret-env",
@@ -143,6 +216,10 @@ def register(top: Commands) -> None:
         metavar="RELPATH=SECRET",
         help="file RELPATH in the Run's folder (0600) gets the secret's value at each start (repeatable)",
     )
+    p.add_argument("--bundle", type=Path, metavar="PATH", help="a folder or file packed and shipped with the task "
+                   "(unpacked into the Run's folder before it starts; argv and --cwd may name its files)")  # fmt: skip
+    p.add_argument("--sign", type=Path, metavar="KEY", help="sign the plan with this operator key "
+                   "(qinglong pki plan-key new): Workers that require signed plans run only those")  # fmt: skip
     p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
     p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
