@@ -6,7 +6,9 @@ flood against the shell's default connection budgets (bench/flood.py, also bench
 of a Patroni cluster under load (bench/failover.py, its own three-node cluster, also bench/results.json),
 (h) the performance figures (bench/perf.py: a renewal soak, the retry scan, and the figures of (a) and
 (b) combined, also bench/results.json under `perf`), (i) Project secrets searched for everywhere after ten or
-more tasks used and printed them (bench/secrets.py, its own cluster, also bench/results.json under `secrets`).
+more tasks used and printed them (bench/secrets.py, its own cluster, also bench/results.json under `secrets`),
+(j) bundles fetched and cached and every bundle and plan attack refused (bench/bundles.py, its own cluster, also
+bench/results.json under `bundles`).
 Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
 measured in this run.
 
@@ -34,7 +36,7 @@ from tests.support.env import REPO, ShellProcess
 from tests.support.progress import say
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i")
+PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
 
 
 def ensure_procrastinate() -> str:
@@ -62,6 +64,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chaos-runs", type=int, default=500, help="Runs of the chaos engine in (e) (default 500)")
     p.add_argument("--flood-seconds", type=float, default=30.0, help="length of the flood in (f) (default 30)")
     p.add_argument("--secrets", type=int, default=30, help="secrets used and searched for in (i) (default 30)")
+    p.add_argument("--bundle-mib", type=int, default=16, help="the bundle fetched in (j), in MiB (default 16)")
     p.add_argument("--failovers", type=int, default=10, help="leader kills in (g) (default 10)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
@@ -126,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import secrets
 
             results.append(secrets.run(env, args.secrets))
+        if "j" in only:
+            from bench import bundles
+
+            results.append(bundles.run(env, args.bundle_mib))
         if "g" in only:
             from bench import failover
 

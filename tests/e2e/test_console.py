@@ -111,12 +111,7 @@ def system() -> Iterator[System]:
                 dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=subject, p_role=role, p_active=True
             )
         UserApi(demo.api_origin, tokens["owner"], demo.certs / "ca.crt").set_secret(project, "CONSOLE_SECRET", SECRET)
-        tasks = {
-            name: admin.call(
-                dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan, p_plan_signature=None
-            )["taskId"]
-            for name, plan in TASKS.items()
-        }
+        tasks = {name: demo.create_task(project, name, plan) for name, plan in TASKS.items()}
         # never fires here
         admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name="hello", p_cron="0 3 * * *",
                    p_timezone="UTC", p_overlap="skip")  # fmt: skip

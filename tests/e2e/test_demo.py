@@ -26,13 +26,15 @@ def test_the_demo_runs_every_scenario_to_its_expected_end() -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert lines[-1] == (
         "PASS: hello succeeded, too-slow timed_out, cancel-me cancelled, survivor succeeded, unserved cancelled,"
-        " uses-secret succeeded, tick succeeded"
+        " uses-secret succeeded, from-bundle succeeded, tick succeeded"
     )
     text = out.stdout
     assert "run.cancel_requested  system" in text  # the timeout intent came from the database
     assert "reconciler" in text  # pg_cron's convergence ended the unserved Run
-    assert text.count("attempt.starting") == 6  # the survivor was adopted, not started twice; uses-secret; the tick
+    # the survivor was adopted, not started twice; uses-secret; from-bundle; the tick
+    assert text.count("attempt.starting") == 7
     assert "\n  variable: ***\n  file: ***\n" in text  # uses-secret's stdout as stored: its secret masked twice
     assert "\n  hello from a Qinglong task\n" in text  # `run logs` of hello: its stdout, as stored
+    assert "\n  hello, from a bundle\n" in text  # from-bundle's script came from its bundle (its plan signed)
     assert re.search(r"\n  tick: fired by its schedule at \d\d:\d\d:\d\d UTC\n", text)  # the schedule fired
     assert re.search(r"\n  1  \S+  run\.queued +system ", text)  # the tick's Run was queued by the scheduler

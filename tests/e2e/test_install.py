@@ -3,9 +3,10 @@ a fresh virtualenv made by this interpreter (`python -m venv`), from the wheels 
 (scripts/dist.sh), third-party pins from the index pip is configured with. Nothing is editable and
 nothing of the checkout is on the path.
 
-- the Worker: aiohttp from the index, then `pip install --no-index --find-links DIST qinglong-worker`:
-  `qinglong-worker --help` works; the Worker's direct requirements are exactly aiohttp and
-  qinglong-wire, and every third-party distribution installed is aiohttp or in its dependency closure
+- the Worker: aiohttp and cryptography from the index, then `pip install --no-index --find-links DIST
+  qinglong-worker`: `qinglong-worker --help` works; the Worker's direct requirements are exactly aiohttp,
+  cryptography and qinglong-wire, and every third-party distribution installed is one of them or in their
+  dependency closure
   (computed from the venv's own importlib.metadata); psycopg and the control plane's packages are not
   importable; `qinglong-worker pki init` answers one line naming the qinglong-control distribution
   and exits 2. Then that installed Worker, as its own process, completes a Run against the real shell
@@ -147,11 +148,11 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def worker_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Venv:
-    """As the README installs a Worker: aiohttp from the index, then the Worker from the wheel folder with no
-    index at all, so the wheels alone must resolve qinglong-wire by name."""
-    (aiohttp,) = [r for r in wheel_requires(dist, "qinglong_worker") if r.startswith("aiohttp")]
+    """As the README installs a Worker: aiohttp and cryptography from the index, then the Worker from the wheel
+    folder with no index at all, so the wheels alone must resolve qinglong-wire by name."""
+    pins = tuple(r.split(" ")[0] for r in wheel_requires(dist, "qinglong_worker") if not r.startswith("qinglong"))
     folder = tmp_path_factory.mktemp("worker-host") / "venv"
-    return make_venv(folder, (aiohttp,), ("--no-index", "--find-links", str(dist), "qinglong-worker"))
+    return make_venv(folder, pins, ("--no-index", "--find-links", str(dist), "qinglong-worker"))
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,7 @@ def wheel_requires(dist: Path, stem: str) -> list[str]:
         return email.message_from_bytes(z.read(meta)).get_all("Requires-Dist") or []
 
 
-def test_a_worker_install_is_the_worker_aiohttp_and_its_closure_only(worker_venv: Venv, outside: Path) -> None:
+def test_a_worker_install_is_the_worker_its_two_pins_and_their_closure_only(worker_venv: Venv, outside: Path) -> None:
     helped = subprocess.run([worker_venv.bin("qinglong-worker"), "--help"], cwd=outside, capture_output=True, text=True)
     assert helped.returncode == 0 and "Run a Qinglong remote Worker" in helped.stdout, helped.stderr
     assert {"run", "journal", "status"} <= set(re.findall(r"\b(run|journal|status)\b", helped.stdout))
@@ -178,11 +179,12 @@ def test_a_worker_install_is_the_worker_aiohttp_and_its_closure_only(worker_venv
     requires: dict[str, list[str]] = found["requires"]
     installed = {canonicalize_name(name) for name in requires}
     direct = {canonicalize_name(Requirement(r).name) for r in requires["qinglong-worker"]}
-    assert direct == {"aiohttp", "qinglong-wire"}
+    assert direct == {"aiohttp", "cryptography", "qinglong-wire"}
     assert requires["qinglong-wire"] == []
     third_party = installed - worker_venv.bootstrap - OURS
-    assert "aiohttp" in third_party
-    assert third_party == {"aiohttp"} | closure("aiohttp", requires), "a distribution aiohttp does not need"
+    assert {"aiohttp", "cryptography"} <= third_party
+    needed = {"aiohttp", "cryptography"} | closure("aiohttp", requires) | closure("cryptography", requires)
+    assert third_party == needed, "a distribution neither aiohttp nor cryptography needs"
     assert closure("qinglong-worker", requires) == third_party | {"qinglong-wire"}
 
     origin: dict[str, str | None] = found["origin"]

@@ -8,13 +8,16 @@ Both deploy with sqitch, make a PKI, enrol a Worker (`demo-worker`, pool `defaul
 the user API and drives them: one succeeds and its output is read back (`run logs`); one passes its
 timeoutMs and is stopped through stop_requested (timed_out); one is cancelled through the user API
 (cancelled); one survives a SIGKILL of its Worker and a restart (succeeded); one waits in a pool no
-Worker serves and is cancelled (ended by pg_cron's convergence); and a scheduled task fires at pg_cron's
-next whole minute. It prints live progress, each Run's event timeline, the pg_cron job and one summary, and the
-web console's URL with a viewer's token; with QINGLONG_DEMO_KEEP=1 the system stays up until Ctrl-C or SIGTERM,
-and the folder is kept.
+Worker serves and is cancelled (ended by pg_cron's convergence); one uses a project secret and prints it
+(stored masked); one runs a script shipped as a bundle (`qinglong task create --bundle --sign`); and a
+scheduled task fires at pg_cron's next whole minute. The Worker requires signed plans: every task's plan is
+signed with the demo's operator key. It prints live progress, each Run's event timeline, the pg_cron job and
+one summary, and the web console's URL with a viewer's token; with QINGLONG_DEMO_KEEP=1 the system stays up
+until Ctrl-C or SIGTERM, and the folder is kept.
 
 `--sandbox -- COMMAND…` runs COMMAND (default: your $SHELL) in a fresh folder with the system up and
-QINGLONG_DSN (a DBA connection), QINGLONG_API, QINGLONG_CA and QINGLONG_PKI set, then tears it all down
+QINGLONG_DSN (a DBA connection), QINGLONG_API, QINGLONG_CA, QINGLONG_PKI and QINGLONG_PLAN_KEY (so `task
+create` signs) set, then tears it all down
 and exits with COMMAND's status: README.md's tour runs in it, and a test runs the tour there verbatim.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import shutil
 import signal
@@ -46,6 +50,8 @@ from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from qinglong.shell.sealing import new_kek
 from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
+from qinglong.wire.offer import Plan
+from qinglong.wire.signing import load_private_key, sign, write_private_key
 
 EXPECTED = {
     "hello": "succeeded",
@@ -55,6 +61,7 @@ EXPECTED = {
     "unserved": "cancelled",
     "tick": "succeeded",
     "uses-secret": "succeeded",
+    "from-bundle": "succeeded",
 }
 TASKS: dict[str, tuple[list[str], int]] = {
     "hello": (["sh", "-c", "echo hello from a Qinglong task; sleep 1"], 60000),
@@ -65,6 +72,7 @@ TASKS: dict[str, tuple[list[str], int]] = {
 UNSERVED = "unserved"  # a task of a pool no Worker serves: its cancellation is pg_cron's to converge
 SCHEDULED = "tick"  # a task on cron '* * * * *': pg_cron's convergence fires it at the next whole minute
 TICK = ["sh", "-c", "echo tick: fired by its schedule at $(date -u +%H:%M:%S) UTC"]
+BUNDLE_TASK = "from-bundle"  # a script shipped as a bundle, its plan signed by the operator's key
 SECRET_TASK = "uses-secret"  # noqa: S105 - a task name. A task given a project secret as a variable and as a file; it prints both
 SECRET_PLAN: dict[str, Any] = {
     "argv": ["sh", "-c", 'echo "variable: $API_TOKEN"; echo "file: $(cat token.txt)"'],
@@ -160,6 +168,7 @@ class Demo:
         secret = root / "cluster.secret"
         secret.write_text(os.urandom(32).hex())
         secret.chmod(0o600)
+        self.plan_key = write_private_key(root / "ops.key")  # the operator's plan key (qinglong pki plan-key new)
         kek = root / "secrets.kek"  # the key-encryption key of project secrets (qinglong secret keygen)
         kek.write_text(new_kek())
         kek.chmod(0o600)
@@ -181,7 +190,7 @@ class Demo:
             f'origin = "https://127.0.0.1:{worker_port}"\nworker_id = "{worker_id}"\ngeneration = 1\ncapacity = 4\n'
             f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{certs}/ca.crt"\n'
             f'journal = "{root}/worker/inbox.sqlite"\nwork_dir = "{root}/worker/runs"\ntick_seconds = 0.5\n'
-            "stop_grace_seconds = 2.0\nrequire_signed_plans = false\n"
+            f'stop_grace_seconds = 2.0\ntrusted_plan_keys = ["{self.plan_key.public}"]\nrequire_signed_plans = true\n'
             + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
             # A Worker refuses tasks that would run as root unless told: the demo runs as root on a
             # throw-away machine (docs/operations.md §5, "Where and as whom a task runs").
@@ -190,6 +199,27 @@ class Demo:
         self.spawn("worker", self.worker_argv)
         say("• Worker started (qinglong-worker run)")
 
+    def create_task(self, project: str, name: str, given: dict[str, Any]) -> str:
+        """A task whose plan is signed with the demo's operator key (its Worker runs no other): its id."""
+        plan = Plan.from_obj(given).to_obj()  # what is signed is what is stored
+        signature = sign(load_private_key(self.plan_key.private), project, Plan.from_obj(plan)).to_obj()
+        return str(admin.call(self.dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan,
+                              p_plan_signature=signature)["taskId"])  # fmt: skip
+
+    def create_from_bundle(self) -> str:
+        """The bundle task, as an operator makes it: `qinglong task create --bundle FOLDER --sign KEY`."""
+        scripts = self.root / "scripts"
+        scripts.mkdir()
+        (scripts / "hello.sh").write_text('printf "%s, from a bundle\\n" "$(cat message.txt)"\n')
+        (scripts / "message.txt").write_text("hello")
+        argv = ["task", "create", "--dsn", self.dsn, "--project", "demo", "--name", BUNDLE_TASK, "--bundle",
+                str(scripts), "--sign", str(self.plan_key.private), "--json", "--", "sh", "hello.sh"]  # fmt: skip
+        created = subprocess.run([sys.executable, "-m", "qinglong.cli", *argv], check=True, capture_output=True,
+                                 text=True)  # fmt: skip
+        say(f"• {BUNDLE_TASK}: qinglong {' '.join(argv[:3])} … --bundle scripts/ --sign ops.key -- sh hello.sh "
+            f"(the folder packed, uploaded once, the plan signed)")  # fmt: skip
+        return str(json.loads(created.stdout)["taskId"])
+
     def sandbox(self, argv: list[str]) -> int:
         """Run `argv` with the system up and the client's environment set; its exit status."""
         self.start_system()
@@ -197,6 +227,7 @@ class Demo:
         home.mkdir()
         env = {**os.environ, "QINGLONG_DSN": self.dsn, "QINGLONG_API": self.api_origin,
                "QINGLONG_CA": str(self.certs / "ca.crt"), "QINGLONG_PKI": str(self.certs),
+               "QINGLONG_PLAN_KEY": str(self.plan_key.private),
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
         say(f"• sandbox: {' '.join(argv)} in {home} (QINGLONG_DSN, QINGLONG_API, QINGLONG_CA, QINGLONG_PKI set)")
         return subprocess.run(argv, cwd=home, env=env, check=False).returncode
@@ -229,15 +260,9 @@ class Demo:
         plans: dict[str, dict[str, Any]] = {name: {"argv": argv, "timeoutMs": t} for name, (argv, t) in TASKS.items()}
         plans[UNSERVED] = {"argv": ["true"], "pool": "nobody"}
         plans[SECRET_TASK] = SECRET_PLAN
-        tasks = {
-            name: admin.call(
-                dsn, op.task_create_v1, p_project_id=project, p_name=name, p_plan=plan, p_plan_signature=None
-            )["taskId"]
-            for name, plan in plans.items()
-        }
-        ticker = admin.call(
-            dsn, op.task_create_v1, p_project_id=project, p_name=SCHEDULED, p_plan={"argv": TICK}, p_plan_signature=None
-        )["taskId"]
+        tasks = {name: self.create_task(project, name, plan) for name, plan in plans.items()}
+        tasks[BUNDLE_TASK] = self.create_from_bundle()
+        ticker = self.create_task(project, SCHEDULED, {"argv": TICK})
         fires = admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name=SCHEDULED, p_cron="* * * * *",
                            p_timezone="UTC", p_overlap="skip")  # fmt: skip
         say(f"• project 'demo': {len(tasks)} tasks, and '{SCHEDULED}' on cron '* * * * *' (first fire at "
@@ -286,7 +311,7 @@ class Demo:
         for name, run in runs.items():
             say(render(api.show(project, run), title=f"[{name}]"))
             say("")
-        for name in ("hello", SCHEDULED, SECRET_TASK):
+        for name in ("hello", SCHEDULED, SECRET_TASK, BUNDLE_TASK):
             say(f"• qinglong run logs --project demo --run {runs.get(name, '?')}   ({name}: its stdout, as stored)")
             say(_stdout(api.output(project, runs[name], "")) if name in runs else "  (did not fire)")
         printed = _stdout(api.output(project, runs[SECRET_TASK], ""))
@@ -303,7 +328,9 @@ class Demo:
         results = {name: status(name) for name in runs}
         if SCHEDULED not in results:
             results[SCHEDULED] = "not fired"
-        ok = results == EXPECTED and masked
+        bundled = _stdout(api.output(project, runs[BUNDLE_TASK], "")).strip() == "hello, from a bundle"
+        say(f"• {BUNDLE_TASK}: the script came from the bundle, fetched and unpacked by the Worker: {bundled}")
+        ok = results == EXPECTED and masked and bundled
         summary = ", ".join(f"{n} {s}" for n, s in results.items())
         say(f"{'PASS' if ok else 'FAIL'}: {summary}")
         return 0 if ok else 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,12 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
                 raise Failure(f"{flag} takes {'NAME=VALUE' if key == 'env' else 'NAME=SECRET'}")
             plan[key] = dict(pairs)
     return plan
+
+
+def _plan_key() -> Path | None:
+    """QINGLONG_PLAN_KEY: the operator key `task create` signs with when --sign is not given."""
+    given = os.environ.get("QINGLONG_PLAN_KEY")
+    return Path(given) if given else None
 
 
 def _upload(tx: Transaction, packed: Packed) -> None:
@@ -218,8 +225,9 @@ def register(top: Commands) -> None:
     )
     p.add_argument("--bundle", type=Path, metavar="PATH", help="a folder or file packed and shipped with the task "
                    "(unpacked into the Run's folder before it starts; argv and --cwd may name its files)")  # fmt: skip
-    p.add_argument("--sign", type=Path, metavar="KEY", help="sign the plan with this operator key "
-                   "(qinglong pki plan-key new): Workers that require signed plans run only those")  # fmt: skip
+    p.add_argument("--sign", type=Path, metavar="KEY", default=_plan_key(), help="sign the plan with this operator key "
+                   "(qinglong pki plan-key new; default QINGLONG_PLAN_KEY): Workers that require signed plans run "
+                   "only those")  # fmt: skip
     p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
     p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
