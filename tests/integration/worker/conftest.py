@@ -55,6 +55,8 @@ from qinglong.wire import (
     WorkerSessionAlive,
     ql3w,
 )
+from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
+from qinglong.worker.bundles import BundleCache
 from qinglong.worker.client import FileCredentials, IngressClient, Session
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor, TaskPolicy
@@ -277,6 +279,9 @@ class SpyClient(IngressClient):
     ) -> OutputAppended:
         return await self._spied("output", body, super().append_output(session, offer_id, body, timeout_s=timeout_s))
 
+    async def bundle_chunk(self, session: Session, offer_id: str, body: BundleChunkRequest) -> BundleChunk:
+        return await self._spied("bundle-chunks", body, super().bundle_chunk(session, offer_id, body))
+
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         return await self._spied("completion", body, super().complete(session, offer_id, body))
 
@@ -285,7 +290,8 @@ class SpyClient(IngressClient):
 
 
 def route_kind(path: str) -> str:
-    """open | heartbeat | pull | starting | running | start-failure | lease-control | output | completion."""
+    """open | heartbeat | pull | starting | running | start-failure | lease-control | output | bundle-chunks |
+    completion."""
     if path.endswith("/sessions"):
         return "open"
     tail = path.rsplit("/", 1)[-1]
@@ -538,6 +544,7 @@ class Rig:
         page_size: int = 16,
         capacity: int = 1,
         grace_s: float = 1.0,
+        bundles: BundleCache | None = None,
     ) -> Lifecycle:
         lc = Lifecycle(
             journal_path=self.journal_path,
@@ -547,6 +554,7 @@ class Rig:
             generation=1,
             capacity=capacity,
             page_size=page_size,
+            bundles=bundles,
         )
         self.lifecycles.append(lc)
         return lc

@@ -96,10 +96,12 @@ def test_the_secret_store_is_a_folder_of_this_worker_on_a_tmpfs_or_off(tmp_path:
 
 
 def test_plans_must_be_signed_unless_the_file_says_otherwise(tmp_path: Path) -> None:
+    (tmp_path / "minimal.toml").write_text(GOOD)
     path = tmp_path / "worker.toml"
     path.write_text(GOOD.replace("require_signed_plans = false\n", ""))
     with pytest.raises(ConfigError, match=r"^trusted_plan_keys: .*require_signed_plans = false"):
         load(path)
-    path.write_text(GOOD + "bundle_cache_mib = 64\n")
+    path.write_text(GOOD + "bundle_cache_mib = 64\nbundle_fetch_seconds = 30\n")
     config = load(path)
     assert (config.trust.required, config.trust.keys, config.bundle_cache_bytes) == (False, {}, 64 << 20)
+    assert config.bundle_fetch_seconds == 30.0 and load(path.with_name("minimal.toml")).bundle_fetch_seconds == 600.0

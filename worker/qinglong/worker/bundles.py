@@ -30,13 +30,18 @@ PART: Final = ".part"
 DIGEST_MISMATCH: Final = "bundle.digest_mismatch"  # fetched or cached bytes are not the digest's
 CHUNK: Final = "bundle.chunk"  # a chunk that does not fit the bundle, or of another bundle
 UNAVAILABLE: Final = "bundle.unavailable"  # the control plane does not give the plan's bundle
+FETCH_TIMEOUT: Final = "bundle.fetch_timeout"  # the fetch took longer than fetch_limit_s
 BUNDLE_CACHE_BYTES: Final = 256 * 1024 * 1024  # worker.toml bundle_cache_mib's default
+FETCH_LIMIT_S: Final = 600.0  # worker.toml bundle_fetch_seconds's default
 
 
 class BundleCache:
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    """The cache, and how long a fetch may take (`fetch_limit_s`, worker.toml `bundle_fetch_seconds`)."""
+
+    def __init__(self, root: Path, max_bytes: int, fetch_limit_s: float = FETCH_LIMIT_S) -> None:
         self.root = Path(root)
         self.max_bytes = max_bytes
+        self.fetch_limit_s = fetch_limit_s
 
     def _path(self, digest: str, suffix: str = "") -> Path:
         if not _DIGEST.fullmatch(digest):

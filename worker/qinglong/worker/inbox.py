@@ -57,6 +57,7 @@ class Inbox:
     secret_dir: str | None = None  # the Run's directory, where `secret_files` are
     secret_store: str | None = None  # the launch's folder on a tmpfs that holds their bytes (None: none)
     secret_files: tuple[Mapping[str, Any], ...] = ()  # delivery.SecretFile records not removed yet
+    fetch_started_ns: int | None = None  # CLOCK_BOOTTIME when the bundle's fetch began (a reboot restarts it)
 
     @property
     def offer_id(self) -> str:

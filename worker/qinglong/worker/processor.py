@@ -24,9 +24,10 @@ where signatures are required, or signed by a key it does not trust, or changed 
 failure with the signature's code; a plan that names a bundle missing from the cache has it fetched first, a
 chunk per call for at most FETCH_SLICE_S per pass (the tick goes on renewing the other Attempts), renewing this
 Attempt's Lease when it runs short, and resuming from the chunks held after a lost answer or a restart; a
-bundle whose digest does not match, or that the control plane does not give (`bundle.unavailable`), is a start
-failure. At the spawn the bundle is read from the cache (its digest checked again) and the Executor unpacks it
-into the Run's directory (a bundle that breaks a rule is a start failure with its `bundle.*` code).
+bundle whose digest does not match, that the control plane does not give (`bundle.unavailable`), or whose fetch
+takes longer than the cache's fetch limit (`bundle.fetch_timeout`) is a start failure. At the spawn the bundle
+is read from the cache (its digest checked again) and the Executor unpacks it into the Run's directory (a
+bundle that breaks a rule is a start failure with its `bundle.*` code).
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
 anything). Every step is persisted before
@@ -45,7 +46,7 @@ from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStart
 from qinglong.wire.activation import Phase
 from qinglong.wire.bundle import BundleError
 from qinglong.wire.bundle_fetch import BundleChunkRequest
-from qinglong.worker.bundles import CHUNK, UNAVAILABLE, BundleCache
+from qinglong.worker.bundles import CHUNK, FETCH_TIMEOUT, UNAVAILABLE, BundleCache
 from qinglong.worker.client import (
     ClientError,
     IngressClient,
@@ -65,6 +66,7 @@ from qinglong.worker.delivery import (
     plan_files,
 )
 from qinglong.worker.executor import Executor, ExecutorRefused
+from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import PAGE_LIMIT_MAX, Journal, Record, State
 from qinglong.worker.launch import recover_launch
@@ -198,6 +200,11 @@ class Processor:
     async def _fetch(self, record: Record, session: Session, inbox: Inbox, digest: str) -> Record | None:
         """Fetch the plan's bundle for up to FETCH_SLICE_S: the record (renewed, or unchanged once the bundle is
         whole: the next pass goes on), a start failure, or None (more on the next tick)."""
+        now = boottime_ns()
+        if inbox.fetch_started_ns is None or inbox.fetch_started_ns > now:  # (a reboot: counted again)
+            record = self._save(record, record.state, inbox := inbox.replace(fetch_started_ns=now))
+        elif now - inbox.fetch_started_ns > self._bundles.fetch_limit_s * 1e9:
+            return self._save(record, "start_failed", inbox.replace(error_code=FETCH_TIMEOUT))
         self._bundles.evict(self._pinned())
         until = time.monotonic() + FETCH_SLICE_S
         index = self._bundles.next_chunk(digest)

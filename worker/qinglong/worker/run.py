@@ -27,6 +27,7 @@ they read the same config but use only its `journal`, never the network.
     trusted_plan_keys = ["ops.pub"]  # operator public keys (`qinglong pki plan-key new`) whose plans may run
     require_signed_plans = true      # refuse every plan not signed by one of them (false: unsigned ones run)
     bundle_cache_mib = 256           # the bundle cache's size (least recently used bundles go first)
+    bundle_fetch_seconds = 600       # a bundle not fetched by then is a start failure (bundle.fetch_timeout)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from qinglong.wire.fields import Bool, Int, List, Record, Seconds, Str, Uuid, wi
 from qinglong.wire.logline import configure as configure_logging
 from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
-from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, BundleCache
+from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, FETCH_LIMIT_S, BundleCache
 from qinglong.worker.client import FileCredentials, IngressClient
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.delivery import SHM, is_tmpfs
@@ -83,6 +84,7 @@ class WorkerConfig:
     secret_store: Path | None = None  # the base folder of the launches' secret stores (delivery.py)
     trust: PlanTrust = field(default_factory=PlanTrust)
     bundle_cache_bytes: int = BUNDLE_CACHE_BYTES
+    bundle_fetch_seconds: float = FETCH_LIMIT_S
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
@@ -116,6 +118,9 @@ class _ConfigFile(Record):
     )
     require_signed_plans: bool | None = wire(Bool(), name="require_signed_plans", optional=True, default=None)
     bundle_cache_mib: int | None = wire(Int(1, 1 << 20), name="bundle_cache_mib", optional=True, default=None)
+    bundle_fetch_seconds: float | None = wire(
+        Seconds(1, 86400), name="bundle_fetch_seconds", optional=True, default=None
+    )
 
 
 def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
@@ -164,6 +169,7 @@ def load(path: Path) -> WorkerConfig:
         secret_store=_secret_store(given.secret_store, base, base / given.work_dir),
         trust=_trust(given, base),
         bundle_cache_bytes=(given.bundle_cache_mib or BUNDLE_CACHE_BYTES // (1 << 20)) << 20,
+        bundle_fetch_seconds=given.bundle_fetch_seconds or FETCH_LIMIT_S,
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -195,7 +201,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
             store_base=config.secret_store,
         ),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
-        bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes),
+        bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes, config.bundle_fetch_seconds),
         trust=config.trust,
         generation=config.generation,
         capacity=config.capacity,
