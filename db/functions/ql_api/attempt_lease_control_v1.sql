@@ -28,7 +28,8 @@ as $$
 --   otherwise                             → renewed.
 -- Replay of a lost answer: expected_version = current version - 1 under the full fence and an
 -- unexpired Lease is the retry of the renewal that committed while its answer was lost. It answers
--- the stored state and writes nothing: the same version, stop_requested where an intent exists, and
+-- the stored state and renews nothing: the same version, stop_requested where an intent exists (a deadline
+-- passed since the renewal writes its timeout intent first, as the renewal would have: decision 0016), and
 -- renewedAtMs = database time NOW with the stored expiresAtMs, so the Worker's local expiry (send
 -- instant + expiresAtMs - renewedAtMs) stays at or before the database's (docs/decisions/0004).
 -- An Attempt that ended by completion answers terminal with the exact projection; old session,
@@ -93,18 +94,17 @@ begin
       return ql.outcome('fenced', 'stale_version');
     end if;
     if v_lease.expires_at_ms <= v_now then return ql.outcome('fenced', 'lease_expired'); end if;
-    if v_lease.version = p_expected_version then   -- else the replay: answer the stored renewal, write nothing
+    if v_lease.version = p_expected_version then   -- else the replay: answer the stored renewal
       update ql.run_leases l
          set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
         from ql.settings st
        where l.attempt_id = p_attempt_id
       returning l.* into v_lease;
       update ql.run_attempts a set version = a.version + 1 where a.id = p_attempt_id;
-
-      if v_run.cancel_requested_at_ms is null and v_attempt.deadline_at_ms <= v_now then
-        perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, v_now);
-        select * into v_run from ql.runs r where r.id = p_run_id;
-      end if;
+    end if;
+    if v_run.cancel_requested_at_ms is null and v_attempt.deadline_at_ms <= v_now then   -- renewal or replay
+      perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, v_now);
+      select * into v_run from ql.runs r where r.id = p_run_id;
     end if;
   end if;
 

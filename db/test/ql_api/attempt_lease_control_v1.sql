@@ -2,7 +2,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(150);
+select plan(153);
 
 -- The rows a renewal writes, as text: (lease version, attempt version, run version, run event_sequence).
 create function pg_temp.versions(p_attempt uuid) returns text language sql
@@ -569,6 +569,29 @@ select is(pg_temp.lease(:'q_w', :'q_s', :'q_o', 1), '{"status": "fenced", "reaso
   'Q: a replay after the Lease expired is fenced lease_expired');
 reset role;
 select is(pg_temp.state(), :'before', 'Q: the fenced replay changes nothing');
+
+-- Scenario P: the deadline passes between a renewal whose answer was lost and its replay. The replay writes
+-- the timeout intent the renewal would have written (decision 0016) and answers stop_requested, renewing nothing.
+select pg_temp.mk_scenario('{"argv": ["sleep", "60"], "timeoutMs": 600000}') as p_w \gset
+set local role ql_runtime;
+select o, o ->> 'sessionId' as s, o ->> 'runId' as r, o ->> 'attemptId' as a
+  from pg_temp.offer_at(:'p_w', 'running') o \gset p_
+select pg_temp.lease(:'p_w', :'p_s', :'p_o', 1) as p_first \gset
+reset role;
+update ql.run_attempts set deadline_at_ms = ql.now_ms() - 1 where id = :'p_a';
+select r.event_sequence as p_seq from ql.runs r where r.id = :'p_r' \gset
+set local role ql_runtime;
+select pg_temp.lease(:'p_w', :'p_s', :'p_o', 1) as p_replay \gset
+reset role;
+select results_eq(format($$select r.cancel_reason::text, r.cancel_requested_at_ms is not null, l.version, l.expires_at_ms::bigint
+                             from ql.runs r, ql.run_leases l where r.id = %L and l.attempt_id = %L$$, :'p_r', :'p_a'),
+  format($$values ('timeout'::text, true, 2::bigint, %s::bigint)$$, :'p_first'::jsonb ->> 'expiresAtMs'),
+  'P: the replay past the deadline writes the timeout intent and renews nothing (version 2, the same expiry)');
+select is((:'p_replay'::jsonb ->> 'status') || '/' || (:'p_replay'::jsonb ->> 'stopReason') || '/'
+          || (:'p_replay'::jsonb ->> 'leaseVersion'), 'stop_requested/timeout/2',
+  'P: it answers stop_requested, reason timeout, at the stored version');
+select is((select jsonb_agg(e.type order by e.sequence) from ql.run_events e where e.run_id = :'p_r' and e.sequence > :p_seq),
+  '["run.cancel_requested"]'::jsonb, 'P: one event, the intent');
 
 -- ---------------------------------------------------------------------------------------------
 -- No raw token anywhere in the database (decision 0000 (ADR-0118 evidence 3)): only its SHA-256 is stored.
