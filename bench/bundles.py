@@ -33,6 +33,8 @@ def run(env: Env, mib: int) -> Result:
         ["fetched", f"{counts['fetch_mib']} MiB", "one bundle, a chunk of 256 KiB per call over the Worker's mTLS"],
         ["fetch rate", f"{counts['fetch_mib_per_s']} MiB/s", "claim to starting ACK, by database time (the fetch "
          "shares the Worker's tick with its other work)"],
+        ["fetch ÷ direct SQL", str(counts["fetch_vs_direct_sql"]), "the fetch rate as a share of the same bytes "
+         "selected from PostgreSQL over one connection, measured in this run (the limit)"],
         ["cache hit Runs", str(counts["cache_hit_runs"]), "the second Run fetched nothing"],
         ["honest Runs succeeded", f"{counts['honest_runs_succeeded']} of 2", "the script ran from the bundle"],
     ]  # fmt: skip

@@ -71,6 +71,7 @@ class Found:
     honest_output_ok: int = 0
     fetch_mib: float = 0.0
     fetch_s: float = 0.0
+    direct_s: float = 0.0  # the same bytes selected over one psycopg connection
     cache_hit_runs: int = 0
 
     def counts(self) -> dict[str, Any]:
@@ -84,6 +85,7 @@ class Found:
             "fetch_mib": round(self.fetch_mib, 1),
             "fetch_mib_per_s": round(self.fetch_mib / self.fetch_s, 1) if self.fetch_s > 0 else 0.0,
             "cache_hit_runs": self.cache_hit_runs,
+            "fetch_vs_direct_sql": round(self.direct_s / self.fetch_s, 3) if self.fetch_s > 0 else 0.0,
             "escapes": len(self.escaped),
             "honest_runs_succeeded": self.honest_output_ok,
             "refusals": {**self.bundle_attacks, **self.plan_attacks},
@@ -240,6 +242,11 @@ class BundleAttacks:
         self.found.fetch_mib = size / (1 << 20)
         self.found.fetch_s = max((starting - claimed) / 1000, 0.001)
         self.found.cache_hit_runs = int(self.chunks_served() == served and ended["second"][0] == "succeeded")
+        started = time.monotonic()  # the peer: the same chunks read straight from PostgreSQL by one connection
+        chunks = self.sql("select data from ql.bundle_chunks where digest = (select digest from ql.bundles"
+                          " order by size_bytes desc limit 1) order by idx")  # fmt: skip
+        read = sum(len(data) for (data,) in chunks)
+        self.found.direct_s = max(time.monotonic() - started, 0.001) * size / max(read, 1)
 
     def chunks_served(self) -> float:
         """Bundle chunks the shell has answered (its metrics, by route)."""

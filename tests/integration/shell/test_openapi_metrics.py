@@ -89,6 +89,9 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                     "dataBase64": "aGk="}  # fmt: skip
             ended = await worker.post(f"/offers/{trip.offered.offer_id}/output", late)
             assert (ended.status, ended.code) == (409, "fenced.state_drift"), ended
+            fetch = {"schema": "qinglong/bundle-fetch@v1", **trip.offered.fence(), "digest": "0" * 64, "index": 0}
+            late_fetch = await worker.post(f"/offers/{trip.offered.offer_id}/bundle-chunks", fetch)
+            assert (late_fetch.status, late_fetch.code) == (409, "fenced.state_drift"), late_fetch
             fenced = await worker.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 2})
             assert (fenced.status, fenced.code) == (409, "fenced.stale_generation"), fenced
         async with user_http(pki) as http:
@@ -137,6 +140,7 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.runs.list", "200"): 1,
                 ("user.runs.list", "400"): 1,
                 ("worker.output", "409"): 1,
+                ("worker.bundle_chunks", "409"): 1,
                 ("user.runs.output", "200"): 1,
                 ("user.tasks.list", "200"): 1,
                 ("user.secrets.set", "403"): 1,
