@@ -21,7 +21,9 @@ from pg_catalog.pg_proc p
 join pg_catalog.pg_namespace n on n.oid = p.pronamespace
 join pg_catalog.pg_language l on l.oid = p.prolang and l.lanname = 'plpgsql'
 cross join lateral plpgsql_check_function_tb(p.oid,
-  relid => case when p.prorettype = 'trigger'::regtype then 'ql.run_events'::regclass else 0 end,
+  relid => case when p.prorettype = 'trigger'::regtype  -- the table it is attached to (run_events if none)
+                then coalesce((select t.tgrelid from pg_catalog.pg_trigger t where t.tgfoid = p.oid limit 1),
+                              'ql.run_events'::regclass) else 0 end,
   extra_warnings => false) c
 where n.nspname in ('ql', 'ql_api') and c.level in ('error', 'warning');
 SQL

@@ -19,7 +19,7 @@ APT_PACKAGES=(
   sqitch libdbd-pg-perl libtap-parser-sourcehandler-pgtap-perl
   python3 python3-venv util-linux curl openssl jq systemd pgbouncer
   chromium chromium-driver fonts-dejavu-core
-  patroni python3-etcd etcd-server
+  patroni python3-etcd etcd-server libfaketime
 )
 
 missing=()

@@ -1,7 +1,7 @@
 """The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule) on a real PostgreSQL with
 pg_cron 1.4: where pg_cron serves the database, `sqitch deploy` creates exactly one job that runs
 `CALL ql_api.converge()` as ql_scheduler every minute (and one that runs `CALL ql_api.retain()` as
-ql_scheduler once a day), and a real job run cancels a queued Run that carries a cancel intent and,
+ql_scheduler every five minutes), and a real job run cancels a queued Run that carries a cancel intent and,
 in the same cycle, enqueues the due fire time of a task scheduled every minute (ql_api.schedule_fire_v1);
 where pg_cron serves another database the change deploys and verifies cleanly without a job; and
 `sqitch revert` removes the job.
@@ -38,7 +38,7 @@ OTHER_DB = "qinglong_side"
 JOB = "qinglong-converge"
 RETENTION_JOB = (
     "qinglong-retention",
-    "17 3 * * *",
+    "2-59/5 * * * *",
     "CALL ql_api.retain()",
     CRON_DB,
     "ql_scheduler",

@@ -16,7 +16,9 @@ as $$
 -- Row triggers and indexes of the parent are cloned onto it by the attach; a statement trigger is not, so each
 -- partition gets its own BEFORE TRUNCATE ql.reject_mutation (<partition>_no_truncate): a TRUNCATE of the
 -- partition is refused as one of its parent is. Existing partitions are left alone.
--- Runs as its caller (ql_owner: the deploy script or ql_api.retention_maintain_v1).
+-- Creators of one table are serialized by an advisory lock on it (the minutely convergence and the retention cycle
+-- both call it): the second finds what the first created.
+-- Runs as its caller (ql_owner: the deploy script or ql_api.partitions_ensure_v1).
 declare
   v_month timestamp;
   v_name text;
@@ -28,6 +30,7 @@ begin
     raise exception using errcode = '22023',
       message = pg_catalog.format('ql.partition_ensure: months ahead %s outside 0..24', p_months_ahead);
   end if;
+  perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('ql.partition_ensure:' || p_table::text, 0));
   v_month := pg_catalog.date_trunc('month', pg_catalog.to_timestamp(p_from_ms / 1000.0) at time zone 'UTC');
   for i in 0 .. p_months_ahead loop
     v_name := (select c.relname from pg_catalog.pg_class c where c.oid = p_table)

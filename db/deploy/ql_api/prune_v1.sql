@@ -6,7 +6,7 @@ set local role ql_owner;
 
 -- ql_api.prune_v1: one bounded page of Run retention (docs/decisions/0009-retention.md).
 -- Lock order: runs, then its Attempts' rows, artifacts, leases, offers, secret receipts; then sessions; then mutations;
---   then bundles (FOR UPDATE SKIP LOCKED; their chunks go by cascade).
+--   then bundles (FOR UPDATE SKIP LOCKED; their chunks go by cascade); then schedule fire times (no lock: never changed).
 create or replace function ql_api.prune_v1(p_limit integer)
 returns jsonb
 language plpgsql
@@ -14,7 +14,7 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
--- With ql.settings.run_retention_days NULL steps 1 to 3 do nothing; otherwise the cutoff is now minus that many days, and:
+-- With ql.settings.run_retention_days NULL steps 1 to 3 and 5 do nothing; otherwise the cutoff is now minus that many days, and:
 -- 1. at most p_limit terminal Runs that ended before the cutoff, oldest first (ql.runs_ended_idx), none of whose
 --    Attempts is live, are deleted with everything of theirs: their Attempts' artifacts, Leases, offers and secret receipts, the
 --    Attempts (their output goes with them, ON DELETE CASCADE) and the Runs. Their events stay in ql.run_events
@@ -31,6 +31,9 @@ as $$
 --    and a task_create_v1 naming the bundle hold its row) and the DELETE checks again, in a statement that starts
 --    after those locks are held, that no revision names them: a revision committed meanwhile is seen there, and a
 --    task_create_v1 that comes later waits for this transaction and then finds no bundle (not_found bundle).
+-- 5. at most p_limit schedule fire times (ql.schedule_fires) older than the cutoff, oldest first
+--    (schedule_fires_fire_idx): the scheduler's cursor is past them, so the exactly-once key of a fire time is needed
+--    only while it could come round again; the table's DELETE guard refuses any newer one.
 -- A Run, session or mutation another transaction holds is skipped, never waited for (FOR UPDATE SKIP LOCKED);
 -- a Run's row lock is what every writer of the Run takes first, so nothing can start on a Run being pruned.
 -- Sessions and mutations are found by a sequential scan that stops at p_limit (old rows come first in the heap).
@@ -44,6 +47,7 @@ declare
   v_now bigint;
   v_bundles text[];
   v_bundles_deleted integer := 0;
+  v_fires integer := 0;
 begin
   if p_limit is null or p_limit not between 1 and 1024 then return ql.outcome('invalid', 'limit'); end if;
   select st.run_retention_days into v_days from ql.settings st;
@@ -82,6 +86,12 @@ begin
              where n.created_at_ms < v_cutoff limit p_limit for update skip locked) old
      where m.subject_id = old.subject_id and m.mutation_id = old.mutation_id;
     get diagnostics v_mutations = row_count;
+
+    delete from ql.schedule_fires f
+     using (select g.task_id, g.fire_at_ms from ql.schedule_fires g
+             where g.fire_at_ms < v_cutoff order by g.fire_at_ms limit p_limit) old
+     where f.task_id = old.task_id and f.fire_at_ms = old.fire_at_ms;
+    get diagnostics v_fires = row_count;
   end if;
 
   select coalesce(array_agg(q.digest), '{}') into v_bundles
@@ -99,12 +109,12 @@ begin
   end if;
 
   return jsonb_build_object('status', 'ok', 'runs', cardinality(v_runs), 'sessions', v_sessions,
-                            'mutations', v_mutations, 'bundles', v_bundles_deleted);
+                            'mutations', v_mutations, 'bundles', v_bundles_deleted, 'fires', v_fires);
 end;
 $$;
 
 comment on function ql_api.prune_v1(integer) is
-'Returns ok {runs, sessions, mutations, bundles} (rows deleted; runs, sessions and mutations 0 when '
+'Returns ok {runs, sessions, mutations, bundles, fires} (rows deleted; all but bundles 0 when '
 'run_retention_days is NULL) | invalid (limit: 1..1024). Raises nothing on input.';
 grant execute on function ql_api.prune_v1(integer) to ql_scheduler;
 

@@ -54,12 +54,12 @@ begin
   returning r.event_sequence into v_sequence;
 
   perform ql.run_event_insert(
-    p_run.id, v_sequence - 1, 'attempt.' || v_attempt_status, p_actor_kind, p_actor_id, p_attempt.id,
+    p_run.id, v_sequence - 1, p_run.created_at_ms, 'attempt.' || v_attempt_status, p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
       'attemptNo', p_attempt.attempt_no, 'exitCode', p_exit_code, 'errorCode', p_error_code)),
     p_now_ms, 'attempt.ended:' || p_attempt.id::text, p_attempt_event_id);
   perform ql.run_event_insert(
-    p_run.id, v_sequence,
+    p_run.id, v_sequence, p_run.created_at_ms,
     case v_run_status when 'retry_wait' then 'run.retry_scheduled' else 'run.' || v_run_status end,
     p_actor_kind, p_actor_id, p_attempt.id,
     pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('status', v_run_status, 'retryAtMs', v_retry_at)),

@@ -22,6 +22,7 @@ as $$
 -- The caller holds the Run's row lock and passes database time read after its locks.
 declare
   v_sequence bigint;
+  v_created bigint;
 begin
   update ql.runs r
      set status = coalesce(p_status, r.status),
@@ -29,12 +30,12 @@ begin
          version = r.version + 1,
          event_sequence = r.event_sequence + 1
    where r.id = p_run_id
-  returning r.event_sequence into v_sequence;
+  returning r.event_sequence, r.created_at_ms into v_sequence, v_created;
   if not found then
     raise exception using errcode = 'QLBUG', message = pg_catalog.format('ql.run_event: run %s does not exist', p_run_id);
   end if;
 
-  perform ql.run_event_insert(p_run_id, v_sequence, p_type, p_actor_kind, p_actor_id, p_attempt_id, p_payload,
+  perform ql.run_event_insert(p_run_id, v_sequence, v_created, p_type, p_actor_kind, p_actor_id, p_attempt_id, p_payload,
                               p_at_ms, p_dedupe_key, p_event_id);
   return v_sequence;
 end;

@@ -24,7 +24,7 @@ begin
          version = r.version + 1, event_sequence = r.event_sequence + 1
    where r.id = p_run.id
   returning r.event_sequence into v_sequence;
-  perform ql.run_event_insert(p_run.id, v_sequence, 'run.requeued', p_actor_kind, null, null,
+  perform ql.run_event_insert(p_run.id, v_sequence, p_run.created_at_ms, 'run.requeued', p_actor_kind, null, null,
     pg_catalog.jsonb_build_object('attemptCount', p_run.attempt_count), p_now_ms,
     'run.requeued:' || p_run.id::text || ':' || p_run.attempt_count::text);
 end;

@@ -42,6 +42,9 @@ as $$
 -- to act on — reading the session and the Run without locking them (no shared row locks: concurrent renewals
 -- of one Worker create no MultiXacts). When it matches nothing (a replay, a fence, a deadline passed, bad
 -- input) the full path below answers, exactly as before.
+-- Its answer reads the Run's intent once more, in a statement of its own, when the renewal saw none: the renewal
+-- statement's view of the Run is as of its start (and a wait for the Lease row re-checks only the Lease), so a
+-- cancel that committed meanwhile would otherwise be answered one renewal late. The read locks nothing.
 declare
   f record;
   v_run ql.runs;
@@ -76,7 +79,10 @@ begin
          v_run.cancel_requested_at_ms
     from renewed n;
 
-  if not found then   -- the full path
+  if found and v_run.cancel_requested_at_ms is null then
+    select r.cancel_reason, r.cancel_requested_at_ms into v_run.cancel_reason, v_run.cancel_requested_at_ms
+      from ql.runs r where r.id = p_run_id;
+  elsif not found then   -- the full path
     select * into f from ql.attempt_fence(p_worker_id, p_session_id, p_worker_generation, p_project_id,
                                           p_run_id, p_attempt_id, p_offer_id, p_lease_generation, p_token_digest);
     if f.outcome is not null then return f.outcome; end if;

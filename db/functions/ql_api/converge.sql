@@ -7,14 +7,15 @@ create or replace procedure ql_api.converge(
 language plpgsql
 as $$
 -- In order: ql_api.run_cancellation_converge_v1, ql_api.lease_expiry_reconcile_v1, ql_api.schedule_fire_v1 (due
--- schedule fire times become Runs), ql_api.output_expire_v1 (chunks older than output_retention_days), each
+-- schedule fire times become Runs), ql_api.output_expire_v1 (chunks older than output_retention_days), then
+-- ql_api.partitions_ensure_v1 (partitions 13 months ahead, also when the retention cycle stops running), each
 -- page its own short transaction (COMMIT between pages), stopping early on a short page (or, for
 -- convergence, a page that converged nothing: only blocked Runs are left). The scheduler and retention come
 -- last, so a fault in them can delay fire times or deletions but never the recovery of Runs.
 -- pg_cron runs it as ql_scheduler (`CALL ql_api.converge()`); an operator may CALL it once by hand.
 -- The one routine that is NOT SECURITY DEFINER: PostgreSQL refuses COMMIT inside a SECURITY DEFINER
 -- procedure or one with a SET clause ("invalid transaction termination"), so it runs as its caller,
--- qualifies every name, and only calls the four SECURITY DEFINER page functions. Call it outside an
+-- qualifies every name, and only calls the SECURITY DEFINER functions named above. Call it outside an
 -- explicit transaction block (CALL in autocommit mode), or the COMMITs fail.
 -- Bounds: p_page_size 1..128, p_max_pages 1..64, p_grace_ms 0..86400000. Never a per-Run timer.
 declare
@@ -62,6 +63,13 @@ begin
     exit when ((v_page ->> 'deleted')::integer < p_page_size and (v_page ->> 'streamsDeleted')::integer < p_page_size)
            or v_pages >= p_max_pages;
   end loop;
+
+  begin  -- a parent still locked after 2s: the next cycle tries again
+    perform ql_api.partitions_ensure_v1();
+  exception when lock_not_available then
+    null;
+  end;
+  commit;
 end;
 $$;
 

@@ -127,7 +127,7 @@ begin
      where r.id = v_run.id
     returning r.event_sequence into v_sequence;
     perform ql.run_event_insert(
-      v_run.id, v_sequence, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
+      v_run.id, v_sequence, v_run.created_at_ms, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
       jsonb_build_object('attemptNo', v_attempt.attempt_no, 'workerId', p_worker_id,
                          'offerId', v_offer.id, 'offerExpiresAtMs', v_offer.expires_at_ms),
       v_now, 'attempt.claimed:' || v_attempt.id::text);

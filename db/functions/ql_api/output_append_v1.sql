@@ -32,7 +32,10 @@ as $$
 --   invalid (offset).
 -- A chunk never straddles the head boundary (an append across it is stored as two chunks). Then the tail is
 -- trimmed: this stream's chunks at or above the head that end at or before next_offset - output_tail_bytes
--- are deleted (one range of the primary key).
+-- are deleted (one range of the primary key), from the stream's trimmed_to on: every chunk below it is already
+-- gone, so the range starts at the first kept chunk and never walks the index entries of chunks deleted before,
+-- which an open snapshot elsewhere (a report, pg_dump) keeps from being cleaned up: the cost of an append is its own
+-- chunks, however long the stream.
 -- Storing needs the Attempt live (starting or running, else fenced state_drift) and its Lease unexpired
 -- (else fenced lease_expired), as ql_api.artifact_upload_v1 does for a new artifact.
 -- Input is checked before any lock; invalid input changes nothing.
@@ -46,6 +49,8 @@ declare
   v_data bytea;
   v_end bigint;
   v_cut integer;
+  v_from bigint;
+  v_trimmed bigint;
 begin
   if p_stream is null or p_stream not in ('stdout', 'stderr') then return ql.outcome('invalid', 'stream'); end if;
   if p_offset is null or p_offset not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'offset'); end if;
@@ -69,7 +74,7 @@ begin
     insert into ql.output_streams (attempt_id, stream, next_offset, updated_at_ms)
     values (p_attempt_id, v_stream, 0, f.now_ms)
     on conflict do nothing;
-    select s.next_offset into strict v_next from ql.output_streams s
+    select s.next_offset, greatest(s.trimmed_to, v_head) into strict v_next, v_from from ql.output_streams s
      where s.attempt_id = p_attempt_id and s.stream = v_stream for update;
 
     v_start := greatest(p_offset, v_next);
@@ -88,11 +93,15 @@ begin
       values (p_attempt_id, v_stream, v_start, v_data, f.now_ms);
     end if;
     -- byte_offset < end - tail bounds the range scan; the length condition keeps a chunk that reaches into the tail.
-    delete from ql.output_chunks c
-     where c.attempt_id = p_attempt_id and c.stream = v_stream
-       and c.byte_offset >= v_head and c.byte_offset < v_end - v_tail
-       and c.byte_offset + octet_length(c.data) <= v_end - v_tail;
-    update ql.output_streams s set next_offset = v_end, updated_at_ms = f.now_ms
+    with trimmed as (
+      delete from ql.output_chunks c
+       where c.attempt_id = p_attempt_id and c.stream = v_stream
+         and c.byte_offset >= v_from and c.byte_offset < v_end - v_tail
+         and c.byte_offset + octet_length(c.data) <= v_end - v_tail
+      returning c.byte_offset + octet_length(c.data) as chunk_end)
+    select max(t.chunk_end) into v_trimmed from trimmed t;
+    update ql.output_streams s set next_offset = v_end, updated_at_ms = f.now_ms,
+                                   trimmed_to = greatest(s.trimmed_to, coalesce(v_trimmed, 0))
      where s.attempt_id = p_attempt_id and s.stream = v_stream;
     v_next := v_end;
   end if;

@@ -27,12 +27,15 @@ create table ql.output_streams (
   stream ql.output_stream not null,
   next_offset bigint not null default 0 check (next_offset between 0 and 9007199254740991),
   updated_at_ms ql.ms not null,
+  trimmed_to bigint not null default 0 check (trimmed_to between 0 and next_offset),
   primary key (attempt_id, stream)
 );
 comment on table ql.output_streams is
 'One output stream of an Attempt that has sent output: how far it reached the database. The row an append locks.';
 comment on column ql.output_streams.next_offset is
 'The end offset: bytes of the stream received so far (kept or dropped). The next append starts here (or later, past the head).';
+comment on column ql.output_streams.trimmed_to is
+'Every chunk past the head that starts below it has been trimmed: the next trim starts here (ql_api.output_append_v1).';
 comment on column ql.output_streams.updated_at_ms is 'Database time of the last append that stored bytes (no chunk is newer).';
 create index output_streams_updated_idx on ql.output_streams (updated_at_ms);
 comment on index ql.output_streams_updated_idx is 'ql_api.output_expire_v1: the empty streams of ended Attempts, oldest first';

@@ -1,7 +1,7 @@
 -- Retention as a DBA expects it (docs/decisions/0009-retention.md): ql.run_events and ql.security_audit become
 -- natively partitioned by time (monthly ranges of occurred_at_ms and at_ms), so their old rows leave by DROP of
 -- whole partitions, never by DELETE: both stay append-only for every role. The rows already there are copied
--- into one <table>_phistory partition (everything before this month); this month and the next two get their own.
+-- into one <table>_phistory partition (everything before this month); this month and the next 13 get their own.
 -- run_events loses its foreign keys to runs and run_attempts (a pruned Run leaves its events in their
 -- partition until the whole partition is dropped) and its global unique event_id / dedupe_key (a partitioned
 -- table's unique keys must hold the partition key): ql.run_event checks both within the Run instead, under
@@ -82,7 +82,7 @@ create trigger security_audit_append_only before update or delete on ql.security
 create trigger security_audit_no_truncate before truncate on ql.security_audit
   for each statement execute function ql.reject_mutation();
 
--- Everything before this month goes to one history partition; this month and the next two exist ahead.
+-- Everything before this month goes to one history partition; this month and the next 13 exist ahead.
 do $$
 declare
   v_month bigint := (extract(epoch from pg_catalog.date_trunc('month', pg_catalog.clock_timestamp() at time zone 'UTC')
@@ -97,8 +97,8 @@ begin
     for each statement execute function ql.reject_mutation();
   create trigger security_audit_phistory_no_truncate before truncate on ql.security_audit_phistory
     for each statement execute function ql.reject_mutation();
-  perform ql.partition_ensure('ql.run_events', v_month, 2);
-  perform ql.partition_ensure('ql.security_audit', v_month, 2);
+  perform ql.partition_ensure('ql.run_events', v_month, 13);
+  perform ql.partition_ensure('ql.security_audit', v_month, 13);
 end
 $$;
 

@@ -8,7 +8,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(94);
+select plan(97);
 
 -- An append with the ids of an offer_at() answer (o) and a token (only its digest reaches the database).
 create function pg_temp.app(o jsonb, p_stream text, p_offset bigint, p_data bytea, p_token text default 'token-a')
@@ -322,6 +322,22 @@ select is((select substr(c.data, octet_length(c.data) - 15) from ql.output_chunk
   'the last bytes the task wrote survive');
 select ok(:kept = 524288 + (:total - :tail_from) and :total - :kept > 4000000,
   'kept = head + tail; dropped = total - kept: the middle 4 MB are gone');
+select results_eq(format($$select trimmed_to from ql.output_streams where attempt_id = %L and stream = 'stdout'$$, :'t_a'),
+  format($$values (%s::bigint)$$, :tail_from), 'the stream''s trimmed_to is where the kept tail starts');
+-- A chunk planted below trimmed_to (where a trim already deleted everything) is not looked at by the next trim: the
+-- range starts at trimmed_to, so a trim never walks the entries of chunks deleted before (an open snapshot keeps them).
+insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)
+values (:'t_a', 'stdout', 600000, 'planted'::bytea, ql.now_ms());
+select pg_temp.ostate() as planted \gset
+set local role ql_runtime;
+select is(pg_temp.app(:'t_o', 'stdout', :total, pg_temp.blob(:total, 262144)), pg_temp.appended('stdout', :total + 262144),
+  'one more chunk is appended');
+reset role;
+select ok(exists (select from ql.output_chunks c where c.attempt_id = :'t_a' and c.byte_offset = 600000)
+          and (select trimmed_to from ql.output_streams where attempt_id = :'t_a' and stream = 'stdout') = :tail_from + 262144,
+  'its trim deleted the oldest tail chunk from trimmed_to on, and never looked below it');
+delete from ql.output_chunks c where c.attempt_id = :'t_a' and c.byte_offset = 600000;
+select 1000 + 21 * 262144 as total \gset
 select pg_temp.ostate() as before \gset
 set local role ql_runtime;
 select is(pg_temp.app(:'t_o', 'stdout', :total - 262144, pg_temp.blob(:total - 262144, 262144)), pg_temp.appended('stdout', :total),

@@ -1,12 +1,12 @@
 -- Tests ql_api.prune_v1: one page deletes at most p_limit terminal Runs that ended before now minus
 -- run_retention_days, the longest ended first, with their Attempts, Leases, offers and artifacts, and never a row of
 -- a live Run, of a younger terminal Run, or any event (events leave only with their partition); then ended sessions
--- that no kept offer names and mutations older than the retention. NULL retention and an out-of-range limit change
+-- that no kept offer names, mutations older than the retention and schedule fire times older than it. NULL retention and an out-of-range limit change
 -- nothing; only the scheduler role may call it; run_events and security_audit stay append-only for every role.
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(32);
+select plan(38);
 
 -- Everything stored except the rows of Run p_run (its events included: prune never deletes one).
 create function pg_temp.others(p_run uuid) returns text language sql
@@ -41,7 +41,7 @@ begin
 end $$;
 create function pg_temp.ok(p_runs int, p_sessions int, p_mutations int) returns jsonb language sql
 return jsonb_build_object('status', 'ok', 'runs', p_runs, 'sessions', p_sessions, 'mutations', p_mutations,
-                          'bundles', 0);
+                          'bundles', 0, 'fires', 0);
 
 -- ---------------------------------------------------------------------------------------------
 -- Structure: for the scheduler role only.
@@ -137,6 +137,28 @@ values (:'subj', 'old', sha256('a'), '{}', ql.now_ms() - 100 * 86400000::bigint)
 select is(pg_temp.prune(10), pg_temp.ok(0, 0, 1), 'a page prunes the mutation past retention');
 select results_eq(format($$select mutation_id from ql.mutations where subject_id = %L$$, :'subj'),
   $$values ('new')$$, 'the recent one stays');
+
+-- Fire times: one 100 days old goes, one of now stays; the table's guard refuses to delete a recent one.
+select pg_temp.mk_revision(pg_temp.mk_project()) as frev \gset
+select t.task_id as ftask, t.project_id as fproj from ql.task_execution_revisions t where t.id = :'frev' \gset
+insert into ql.schedule_fires (task_id, fire_at_ms, project_id, decided_at_ms, outcome, caught_up)
+values (:'ftask', ql.now_ms() - 100 * 86400000::bigint, :'fproj', ql.now_ms() - 100 * 86400000::bigint, 'skipped_inactive', false),
+       (:'ftask', ql.now_ms(), :'fproj', ql.now_ms(), 'skipped_inactive', false);
+select is(pg_temp.prune(10), pg_temp.ok(0, 0, 0) || '{"fires": 1}', 'a page prunes the fire time past retention');
+select is((select count(*) from ql.schedule_fires where task_id = :'ftask' and fire_at_ms > ql.now_ms() - 86400000),
+  1::bigint, 'the recent one stays');
+select is(pg_temp.prune(10), pg_temp.ok(0, 0, 0), 'the next page finds none');
+set local role ql_owner;
+select throws_ok(format($$delete from ql.schedule_fires where task_id = %L$$, :'ftask'), 'QLIMM', null,
+  'even the owner cannot delete a fire time within the retention');
+select throws_ok(format($$update ql.schedule_fires set caught_up = true where task_id = %L$$, :'ftask'), 'QLIMM', null,
+  'nor change one');
+reset role;
+update ql.settings set run_retention_days = null;
+insert into ql.schedule_fires (task_id, fire_at_ms, project_id, decided_at_ms, outcome, caught_up)
+values (:'ftask', 1000, :'fproj', 1000, 'skipped_inactive', false);
+select is(pg_temp.prune(10), pg_temp.ok(0, 0, 0), 'with NULL retention no fire time is pruned, however old');
+update ql.settings set run_retention_days = 90;
 
 -- ---------------------------------------------------------------------------------------------
 -- Append-only for every role: the owner (every SECURITY DEFINER function runs as it), the scheduler, a partition.

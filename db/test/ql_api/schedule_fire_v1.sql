@@ -222,7 +222,8 @@ select is((select count(*)::int from ql.schedule_fires f where f.outcome = 'enqu
 select throws_ok(format($$update ql.schedule_fires set outcome = 'skipped_overlap' where task_id = %L$$, :'task_a'), 'QLIMM',
   'ql.schedule_fires is immutable: UPDATE refused', 'a fire row cannot be rewritten');
 select throws_ok(format($$delete from ql.schedule_fires where task_id = %L$$, :'task_a'), 'QLIMM',
-  'ql.schedule_fires is immutable: DELETE refused', 'a fire row cannot be deleted');
+  'ql.schedule_fires is append-only: a fire time within run_retention_days cannot be deleted',
+  'a fire row within the retention cannot be deleted');
 set constraints all immediate;  -- the deferred foreign keys of the inserts above, checked now
 select throws_ok($$truncate ql.schedule_fires$$, 'QLIMM', 'ql.schedule_fires is immutable: TRUNCATE refused',
   'fire rows cannot be truncated');

@@ -36,15 +36,15 @@ select is(
         'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'project_view_v1', 'project_workers_v1', 'request_admission_v1',
         'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
         'run_timeline_v1', 'secret_delete_v1', 'secret_list_v1', 'secret_rewrap_page_v1', 'secret_rewrap_v1',
-        'secret_set_v1', 'task_list_v1', 'worker_certificate_expiry_v1',
+        'secret_set_v1', 'storage_health_v1', 'task_list_v1', 'worker_certificate_expiry_v1',
         'worker_session_heartbeat_v1', 'worker_session_open_v1'],
   'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
-  array['converge', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'prune_v1', 'retain', 'retention_maintain_v1',
-        'run_cancellation_converge_v1', 'schedule_fire_v1'],
-  'ql_scheduler executes exactly converge and its four page functions, retain and its two');
+  array['converge', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'partitions_ensure_v1', 'prune_v1', 'retain',
+        'retention_cycle_v1', 'retention_maintain_v1', 'run_cancellation_converge_v1', 'schedule_fire_v1'],
+  'ql_scheduler executes exactly converge and its page functions, retain and the functions it calls');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');

@@ -1,6 +1,6 @@
 -- Verify qinglong:ql/output on pg
 select output_head_bytes, output_tail_bytes, output_retention_days from ql.settings where false;
-select attempt_id, stream, next_offset, updated_at_ms from ql.output_streams where false;
+select attempt_id, stream, next_offset, updated_at_ms, trimmed_to from ql.output_streams where false;
 select attempt_id, stream, byte_offset, data, seq, received_at_ms from ql.output_chunks where false;
 select 1 / pg_catalog.count(*)::int from pg_catalog.pg_indexes
 where schemaname = 'ql' and indexname in ('output_streams_updated_idx', 'output_chunks_attempt_seq_idx',

@@ -2,8 +2,8 @@
 -- Existence, signature, owner and privileges both ways; never behaviour (that is pgTAP's).
 select 1 / pg_catalog.count(*)::int from pg_catalog.pg_proc p
 join pg_catalog.pg_roles o on o.oid = p.proowner
-where p.oid = 'ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)'::regprocedure and o.rolname = 'ql_owner';
-select 1 / (not pg_catalog.has_function_privilege('public', 'ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
-select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql.run_event_insert(uuid, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
+where p.oid = 'ql.run_event_insert(uuid, bigint, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)'::regprocedure and o.rolname = 'ql_owner';
+select 1 / (not pg_catalog.has_function_privilege('public', 'ql.run_event_insert(uuid, bigint, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql.run_event_insert(uuid, bigint, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql.run_event_insert(uuid, bigint, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql.run_event_insert(uuid, bigint, bigint, text, ql.actor_kind, uuid, uuid, jsonb, bigint, text, uuid)', 'execute'))::int;

@@ -96,7 +96,9 @@ class Cluster:
     installed) pg_cron's launcher runs in `cron_database`; until that database exists the
     launcher logs a FATAL and is restarted every second, which is harmless. `settings` are
     written last, so they override everything but the port (pass `port=` for that). With
-    `port=None` a free port is chosen now and another one if it is taken at start.
+    `port=None` a free port is chosen now and another one if it is taken at start. `server_env` is added to
+    the environment of the server alone (not of initdb or the tools), after the switch to its user: e.g.
+    libfaketime's LD_PRELOAD for a database clock moved ahead.
     """
 
     host: str = "127.0.0.1"
@@ -111,6 +113,7 @@ class Cluster:
         preload_cron: bool = True,
         cron_database: str = "postgres",
         settings: Mapping[str, str] | None = None,
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root).absolute()
         self.data_dir = self.root / "data"
@@ -120,6 +123,7 @@ class Cluster:
         self.preload_cron = preload_cron
         self.cron_database = cron_database
         self.settings: dict[str, str] = dict(settings or {})
+        self.server_env: dict[str, str] = dict(server_env or {})
         if "port" in self.settings:
             raise ValueError("pass the port as Cluster(port=...), not in settings")
         if port is not None and not 0 < port < 65536:
@@ -286,6 +290,8 @@ class Cluster:
         """Start the postmaster and wait for it; True when it failed for a port clash."""
         log_offset = self.log_file.stat().st_size
         command = [binaries.tool("postgres"), "-D", str(self.data_dir)]
+        if self.server_env:  # `env` execs the server (same pid), so only the server's own process has them
+            command = ["env", *(f"{key}={value}" for key, value in self.server_env.items()), *command]
         self._owner_pid = os.getpid()
         atexit.register(self._stop_at_exit)
         with self._log(f"start: {' '.join(command)} (port {self.port})") as log:

@@ -41,7 +41,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from qinglong.shell.console import add_console
-from qinglong.shell.db import BadProjection, Database, DatabaseFault, StorageConflict, StorageError, StorageUnavailable
+from qinglong.shell.db import (
+    BadProjection,
+    Database,
+    DatabaseFault,
+    StorageConflict,
+    StorageError,
+    StoragePartitionMissing,
+    StorageUnavailable,
+)
 from qinglong.shell.metrics import REFUSALS, REGISTRY, REQUESTS, UNAUTHENTICATED, VERIFIED, child
 from qinglong.shell.routes import ROUTES, Admission, Call, Route, SecretRefused, mint_token, open_delivery
 from qinglong.shell.sealing import Sealer
@@ -366,6 +374,9 @@ def _handler(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
         except StorageConflict as exc:
             _database_error(logging.WARNING, route, request_id, exc)
             response = Refusal("storage.conflict", "concurrent transactions conflicted; retry").response(request_id)
+        except StoragePartitionMissing as exc:  # maintenance stopped for over a year: logged every time
+            _database_error(logging.ERROR, route, request_id, exc)
+            response = Refusal("storage.partition_missing", "no partition holds rows of this time").response(request_id)
         except DatabaseFault as exc:  # a bug in the deployed SQL or in how it is called: logged every time
             _database_error(logging.ERROR, route, request_id, exc)
             response = Refusal("internal.error", "internal error").response(request_id)
@@ -434,15 +445,31 @@ def make_app(
     return app
 
 
-async def _certificate_expiry(db: Database) -> bytes:
-    """The Workers' certificate expiry, read from the database at each scrape (nothing when it does not answer:
-    /healthz says so). One series for all Workers: `qinglong worker list` names them. Metric families, not
-    Gauges: in a shell of several processes a Gauge would write its value to the shared folder of files."""
+async def _database_families(db: Database) -> bytes:
+    """What the database says at each scrape (nothing when it does not answer: /healthz says so): the Workers'
+    certificate expiry (one series for all Workers: `qinglong worker list` names them), and the storage health
+    (ql_api.storage_health_v1: how long the partitions last, the retention backlog). Metric families, not Gauges:
+    in a shell of several processes a Gauge would write its value to the shared folder of files."""
     try:
         found = await db.call("worker_certificate_expiry_v1", {})
+        health = await db.call("storage_health_v1", {})
     except (StorageError, BadProjection):
         return b""
     families = []
+    if isinstance(horizon := health.get("partitionHorizonMs"), int):
+        families.append(GaugeMetricFamily(
+            "qinglong_partitions_horizon_timestamp_seconds",
+            "When the partitions of run_events or security_audit run out (kept 13 months ahead; a later write fails)",
+            value=horizon / 1000,
+        ))  # fmt: skip
+    for key, name, text in (
+        ("retentionBacklogRuns", "qinglong_retention_backlog_runs",
+         "Terminal Runs past run_retention_days that the last retention cycle left"),
+        ("retentionBehindMs", "qinglong_retention_behind_seconds",
+         "How long the oldest terminal Run past run_retention_days has waited to be pruned (alert above a day)"),
+    ):  # fmt: skip
+        if isinstance(value := health.get(key), int):
+            families.append(GaugeMetricFamily(name, text, value=value / 1000 if key.endswith("Ms") else value))
     if isinstance(earliest := found.get("earliestNotAfterMs"), int):
         families.append(GaugeMetricFamily(
             "qinglong_worker_certificates_earliest_expiry_timestamp_seconds",
@@ -476,17 +503,20 @@ def make_admin_app(
     path or method is qinglong/error@v1 like the other listeners'."""
 
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry) + await _certificate_expiry(db)
+        body = generate_latest(registry) + await _database_families(db)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(request: web.Request) -> web.Response:
         if processes_up is not None and not processes_up():
             return web.json_response({"status": "process_down"}, status=HTTPStatus.SERVICE_UNAVAILABLE)
         ok = await db.healthy()
-        return web.json_response(
-            {"status": "ok" if ok else "storage_unavailable"},
-            status=200 if ok else ERRORS["storage.unavailable"].status,
-        )
+        if not ok:
+            return web.json_response({"status": "storage_unavailable"}, status=ERRORS["storage.unavailable"].status)
+        try:  # warnings long before a limit: still 200, the shell serves
+            warnings = (await db.call("storage_health_v1", {})).get("warnings", [])
+        except (StorageError, BadProjection):
+            warnings = ["storage.health_unknown"]
+        return web.json_response({"status": "ok", "warnings": warnings})
 
     app = web.Application(middlewares=[_unrouted_answers], handler_args=HANDLER_ARGS)
     app.router.add_get("/metrics", metrics)

@@ -83,6 +83,11 @@ class StorageConflict(StorageError):
     """A transaction that still conflicted with concurrent ones after the shell's retries: retry."""
 
 
+class StoragePartitionMissing(StorageError):
+    """A row stamped with a time no partition of its table covers (SQLSTATE 23514 'no partition of relation'):
+    partition maintenance has not run for over a year (ql_api.storage_health_v1 warned for ten months)."""
+
+
 class DatabaseFault(StorageError):
     """Any other failure: a bug in the deployed SQL or in how it is called (42883 undefined_function,
     P0001 a raise, 22xxx a data exception, 26000 a prepared statement a transaction pooler lost)."""
@@ -103,6 +108,8 @@ def classify(exc: psycopg.Error) -> StorageError:
         return StorageUnavailable(state, name)
     if state in CONFLICT:
         return StorageConflict(state, name)
+    if state == "23514" and (exc.diag.message_primary or "").startswith("no partition of relation"):
+        return StoragePartitionMissing(state, name)
     return DatabaseFault(state, name)
 
 

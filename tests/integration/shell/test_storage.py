@@ -117,7 +117,7 @@ async def test_database_down_is_503_and_the_shell_recovers(
         assert reply.status == 200 and reply.json()["status"] == "alive", (statuses, reply)
         assert (await read()).status == 200
         health = await healthz()
-        assert health.status == 200 and health.json() == {"status": "ok"}
+        assert health.status == 200 and health.json() == {"status": "ok", "warnings": []}
 
 
 # -- SQLSTATE → code ------------------------------------------------------------------------------------
@@ -332,3 +332,43 @@ async def test_terminated_pool_backends_are_replaced_before_the_next_request(
             assert pids().isdisjoint(old)
     assert first.status == 200 and [r.status for r in rest] == [200] * 5, (first, rest)
     assert took < 0.9  # a new connection, not psycopg_pool's back-off (0.9 to 1.1 s, then twice that) past a dead one
+
+
+async def test_a_write_no_partition_holds_is_503_storage_partition_missing_after_healthz_warned(
+    pki: Pki, shell: Shell, seed: Seed, database: PgDatabase, logs: Logs
+) -> None:
+    """Partition maintenance that stopped for over a year, made by detaching the event partitions from now on: long
+    before, /healthz (still 200) and /metrics said when the partitions end; then an enqueue, whose events find no
+    partition, is 503 storage.partition_missing (not 500), logged with its SQLSTATE, and writes nothing."""
+    with psycopg.connect(database.dsn(), autocommit=True) as conn:
+        ahead = conn.execute(
+            "select inhrelid::regclass::text from pg_inherits where inhparent = 'ql.run_events'::regclass"
+            " and ql.partition_upper_ms(inhrelid::regclass) > ql.now_ms() + 200 * 86400000::bigint"
+        ).fetchall()
+        for (part,) in ahead:
+            conn.execute(f"alter table ql.run_events detach partition {part}")
+    async with aiohttp.ClientSession() as admin:
+        async with admin.get(shell.admin_url + "/healthz") as resp:
+            assert resp.status == 200 and await resp.json() == {"status": "ok", "warnings": ["partitions.horizon_near"]}
+        async with admin.get(shell.admin_url + "/metrics") as resp:
+            metrics = await resp.text()
+    [horizon] = [
+        line for line in metrics.splitlines() if line.startswith("qinglong_partitions_horizon_timestamp_seconds")
+    ]
+    assert time.time() < float(horizon.split()[1]) < time.time() + 200 * 86400
+    assert "qinglong_retention_backlog_runs 0.0" in metrics and "qinglong_retention_behind_seconds 0.0" in metrics
+
+    with psycopg.connect(database.dsn(), autocommit=True) as conn:
+        for (part,) in conn.execute(
+            "select inhrelid::regclass::text from pg_inherits where inhparent = 'ql.run_events'::regclass"
+        ).fetchall():
+            conn.execute(f"alter table ql.run_events detach partition {part}")
+    before = await ql_image(database.dsn())
+    enqueue = {"schema": ENQUEUE, "taskId": seed.task_p, "mutationId": "no-partition-1"}
+    async with user_http(pki) as http:
+        runs = f"/api/v3/projects/{seed.project_p}/runs"
+        reply = await user_call(http, shell, "POST", runs, token=seed.operator.token, body=enqueue)
+    assert (reply.status, reply.code) == (503, "storage.partition_missing"), reply
+    assert image_diff(before, await ql_image(database.dsn())) == {"security_audit": 1}  # admission's row only
+    [logged] = _database_errors(logs)
+    assert (logged["sqlstate"], logged["error"], logged["route"]) == ("23514", "CheckViolation", "user.runs.enqueue")

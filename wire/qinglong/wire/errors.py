@@ -299,6 +299,13 @@ ERRORS: Final[Mapping[str, ErrorCode]] = _table(
         " shell's own retries; retry it",
     ),
     ErrorCode(
+        "storage.partition_missing",
+        503,
+        "a time-partitioned table (run events, the security audit) has no partition for now: partition maintenance"
+        " (convergence, the retention cycle) has not run for over a year; /healthz warned ten months earlier"
+        ' (docs/operations.md, "Retention")',
+    ),
+    ErrorCode(
         "secrets.unconfigured",
         503,
         "this shell holds no key-encryption key (shell.toml has no `[secrets]`), so it can neither seal nor open"
