@@ -8,7 +8,8 @@ of a Patroni cluster under load (bench/failover.py, its own three-node cluster, 
 (b) combined, also bench/results.json under `perf`), (i) Project secrets searched for everywhere after ten or
 more tasks used and printed them (bench/secrets.py, its own cluster, also bench/results.json under `secrets`),
 (j) bundles fetched and cached and every bundle and plan attack refused (bench/bundles.py, its own cluster, also
-bench/results.json under `bundles`).
+bench/results.json under `bundles`), (k) retention beside live writers, partitions with no maintenance for a year
+and output trims under an open snapshot (bench/retention.py, also bench/results.json under `retention`).
 Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
 measured in this run.
 
@@ -36,7 +37,7 @@ from tests.support.env import REPO, ShellProcess
 from tests.support.progress import say
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k")
 
 
 def ensure_procrastinate() -> str:
@@ -65,6 +66,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--flood-seconds", type=float, default=30.0, help="length of the flood in (f) (default 30)")
     p.add_argument("--secrets", type=int, default=30, help="secrets used and searched for in (i) (default 30)")
     p.add_argument("--bundle-mib", type=int, default=16, help="the bundle fetched in (j), in MiB (default 16)")
+    p.add_argument("--retention-runs", type=int, default=100_000, help="old Runs pruned in (k) (default 100000)")
     p.add_argument("--failovers", type=int, default=10, help="leader kills in (g) (default 10)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
@@ -133,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import bundles
 
             results.append(bundles.run(env, args.bundle_mib))
+        if "k" in only:
+            from bench import retention
+
+            results.append(retention.run(env, args.retention_runs))
         if "g" in only:
             from bench import failover
 
