@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn, TypeAlias
 
 from qinglong.wire.common import NAME_PATTERN
+from qinglong.wire.specs import UUID_PATTERN
 
 Commands: TypeAlias = "argparse._SubParsersAction[Parser]"  # the top-level parser's commands, or a group's
 Handler: TypeAlias = Callable[[argparse.Namespace], int]
@@ -55,11 +56,10 @@ def uuid_text(text: str) -> str:
 
 
 def is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+    """An id where a name or an id is taken: the canonical form in either case, as the database reads one
+    (ql.project_named). Not uuid.UUID, which also reads task names such as 32 hex digits with an underscore: those
+    stay names (the database refuses only names that read as a uuid, ql.name_is_uuid)."""
+    return re.fullmatch(UUID_PATTERN, text, re.IGNORECASE) is not None
 
 
 def name(text: str) -> str:

@@ -16,6 +16,9 @@ declare
   v_id uuid;
 begin
   if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' then return ql.outcome('invalid', 'name'); end if;
+  if ql.name_is_uuid(p_name) then
+    return ql.outcome('invalid', 'name') || jsonb_build_object('detail', 'a name that reads as a uuid would be taken for an id');
+  end if;
   insert into ql.projects (name) values (p_name) on conflict (name) do nothing returning id into v_id;
   if v_id is not null then
     return jsonb_build_object('status', 'created', 'projectId', v_id);
@@ -26,6 +29,7 @@ end;
 $$;
 
 comment on function ql_api.project_create_v1(text) is
-'Returns created | exists {projectId} | invalid (name). Raises nothing on input.';
+'Returns created | exists {projectId} | invalid (name; a name that reads as a uuid, ql.name_is_uuid, with a detail). '
+'Raises nothing on input.';
 
 commit;

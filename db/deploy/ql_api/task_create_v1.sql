@@ -41,6 +41,9 @@ declare
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   if p_name is null or p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' then return ql.outcome('invalid', 'name'); end if;
+  if ql.name_is_uuid(p_name) then
+    return ql.outcome('invalid', 'name') || jsonb_build_object('detail', 'a name that reads as a uuid would be taken for an id');
+  end if;
   if p_plan is null or not ql.plan_is_valid(p_plan) then return ql.outcome('invalid', 'plan'); end if;
   if p_plan_signature is not null and not ql.plan_signature_is_valid(p_plan_signature) then
     return ql.outcome('invalid', 'plan_signature');
@@ -79,7 +82,8 @@ end;
 $$;
 
 comment on function ql_api.task_create_v1(uuid, text, jsonb, jsonb) is
-'Returns created | revised {taskId, revisionId} | invalid (project_id, name, plan, plan_signature) | not_found '
+'Returns created | revised {taskId, revisionId} | invalid (project_id, name, plan, plan_signature; a name that reads '
+'as a uuid, ql.name_is_uuid, with a detail) | not_found '
 '(project, secret with the first missing name as detail, bundle with the plan''s digest as detail). '
 'Raises nothing on input.';
 

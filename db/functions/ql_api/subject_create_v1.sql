@@ -17,6 +17,9 @@ declare
 begin
   if p_kind is null or p_kind not in ('user', 'agent', 'system') then return ql.outcome('invalid', 'kind'); end if;
   if p_name is null or length(p_name) not between 1 and 200 then return ql.outcome('invalid', 'name'); end if;
+  if ql.name_is_uuid(p_name) then
+    return ql.outcome('invalid', 'name') || jsonb_build_object('detail', 'a name that reads as a uuid would be taken for an id');
+  end if;
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then return ql.outcome('invalid', 'token_digest'); end if;
   if p_token_digest = sha256(''::bytea) then return ql.outcome('invalid', 'empty_token'); end if;
   insert into ql.subjects (kind, name, token_digest) values (p_kind, p_name, p_token_digest)
@@ -30,5 +33,5 @@ end;
 $$;
 
 comment on function ql_api.subject_create_v1(text, text, bytea) is
-'Returns created {subjectId} | invalid (kind, name, token_digest, empty_token) | fenced (token_in_use, '
-'name_taken). Raises nothing on input.';
+'Returns created {subjectId} | invalid (kind, name, token_digest, empty_token; a name that reads as a uuid, '
+'ql.name_is_uuid, with a detail) | fenced (token_in_use, name_taken). Raises nothing on input.';

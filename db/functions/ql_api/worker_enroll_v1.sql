@@ -19,6 +19,9 @@ declare
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
   if p_name is null or length(p_name) not between 1 and 200 then return ql.outcome('invalid', 'name'); end if;
+  if ql.name_is_uuid(p_name) then
+    return ql.outcome('invalid', 'name') || jsonb_build_object('detail', 'a name that reads as a uuid would be taken for an id');
+  end if;
   if p_pool is null or p_pool !~ '^[a-z0-9_-]{1,64}$' then return ql.outcome('invalid', 'pool'); end if;
   if p_cert_fingerprint is null or octet_length(p_cert_fingerprint) <> 32 then
     return ql.outcome('invalid', 'cert_fingerprint');
@@ -49,5 +52,5 @@ end;
 $$;
 
 comment on function ql_api.worker_enroll_v1(uuid, text, text, bytea) is
-'Returns enrolled | reenrolled {workerId, generation} | invalid (worker_id, name, pool, cert_fingerprint) | '
-'fenced (name_taken). Raises nothing on input.';
+'Returns enrolled | reenrolled {workerId, generation} | invalid (worker_id, name, pool, cert_fingerprint; a name '
+'that reads as a uuid, ql.name_is_uuid, with a detail) | fenced (name_taken). Raises nothing on input.';

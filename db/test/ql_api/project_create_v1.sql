@@ -1,9 +1,9 @@
--- Tests ql_api.project_create_v1: created, then exists with the same id (idempotent by name), invalid names change
--- nothing, and no runtime or scheduler role may create a Project (operators call it as a DBA, through the CLI).
+-- Tests ql_api.project_create_v1: created, then exists with the same id (idempotent by name), invalid names (also
+-- one that reads as a uuid, which could never be addressed by name) change nothing, and no runtime or scheduler role may create a Project (operators call it as a DBA, through the CLI).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(45);
+select plan(53);
 
 -- Everything the control plane stores: runs, attempts, …, projects, subjects, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -121,6 +121,23 @@ select is(pg_temp.ostate(), :'before', 'a slash is invalid and nothing changes')
 select is(ql_api.project_create_v1('projét'), '{"status": "invalid", "reason": "name"}',
   'a non-ASCII letter is invalid');
 select is(pg_temp.ostate(), :'before', 'a non-ASCII name is invalid and nothing changes');
+
+-- A name that reads as a uuid is refused (ql.project_named and the shell try an id first, so such a Project could never
+-- be named): invalid (name), with a detail saying why, also when it is no Project's id.
+select is(ql_api.project_create_v1('0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1b'),
+  '{"status": "invalid", "reason": "name", "detail": "a name that reads as a uuid would be taken for an id"}',
+  'a name that is a canonical uuid is invalid, with its detail');
+select is(pg_temp.ostate(), :'before', 'a uuid name is invalid and nothing changes');
+select is(ql_api.project_create_v1(upper(:'alpha')) ->> 'reason', 'name',
+  'an existing Project''s id in capitals is an invalid name, not a new Project');
+select is(pg_temp.ostate(), :'before', 'another Project''s id as a name is invalid and nothing changes');
+select is(ql_api.project_create_v1('0b5e6f2a9c1d4e3f8a7b6c5d4e3f2a1b') ->> 'reason', 'name',
+  'a uuid without hyphens (PostgreSQL reads it as one) is an invalid name');
+select is(pg_temp.ostate(), :'before', 'a uuid without hyphens is invalid and nothing changes');
+select is(ql_api.project_create_v1('0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1') ->> 'status', 'created',
+  'one hex digit short of a uuid is a name like any other: created');
+select is((ql.project_named('0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1')).name, '0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1',
+  'and it is addressed by its name');
 
 select * from finish();
 rollback;

@@ -7,7 +7,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(75);
+select plan(81);
 
 -- Everything the control plane stores: runs, attempts, …, projects, subjects, bindings, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -177,6 +177,16 @@ select is(pg_temp.ostate(), :'before', 'a 33-byte digest is invalid and nothing 
 select is(ql_api.subject_create_v1('user', 'carol', convert_to('tok-carol', 'UTF8')),
   '{"status": "invalid", "reason": "token_digest"}', 'a raw token passed as the digest is invalid (not 32 bytes)');
 select is(pg_temp.ostate(), :'before', 'a raw token in place of the digest is refused and nothing is stored');
+-- A name that reads as a uuid: ql_api.subject_status_set_v1 tries an id first, so it could never name its subject.
+select is(ql_api.subject_create_v1('user', '0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1b', pg_temp.digest('tok-carol')),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"}', 'a name that is a uuid is invalid, with its detail');
+select is(pg_temp.ostate(), :'before', 'a uuid name is invalid and nothing changes');
+select is(ql_api.subject_create_v1('user', :'alice', pg_temp.digest('tok-carol')) ->> 'reason', 'name',
+  'another subject''s id as a name is invalid');
+select is(pg_temp.ostate(), :'before', 'another subject''s id as a name is invalid and nothing changes');
+select is(ql_api.subject_create_v1('user', '{0B5E6F2A9C1D4E3F8A7B6C5D4E3F2A1B}', pg_temp.digest('tok-carol')) ->> 'reason', 'name',
+  'a uuid in braces and capitals, without hyphens, is an invalid name');
+select is(pg_temp.ostate(), :'before', 'a uuid in another spelling is invalid and nothing changes');
 select is(ql_api.subject_create_v1('robot', '', null), '{"status": "invalid", "reason": "kind"}',
   'with several bad arguments the first (kind) is reported');
 select is(pg_temp.ostate(), :'before', 'several bad arguments are invalid and nothing changes');

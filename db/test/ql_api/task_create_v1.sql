@@ -5,7 +5,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(102);
+select plan(105);
 
 -- Everything the control plane stores: runs, attempts, …, projects, subjects, bindings, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -187,6 +187,13 @@ select is(pg_temp.refused(:'p', 'build all', '{"argv": ["true"]}'),
   '{"reason": "name", "status": "invalid"} and nothing changed', 'a name with a space is invalid and nothing changes');
 select is(pg_temp.refused(:'p', 'a' || repeat('b', 128), '{"argv": ["true"]}'),
   '{"reason": "name", "status": "invalid"} and nothing changed', 'a 129-character name is invalid and nothing changes');
+-- A name that reads as a uuid: ql_api.task_status_set_v1 and the CLI try a task id first, so it could never be named.
+select is(pg_temp.refused(:'p', '0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1b', '{"argv": ["true"]}'),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed', 'a name that is a uuid is invalid and nothing changes');
+select is(pg_temp.refused(:'p', '0B5E6F2A9C1D4E3F8A7B6C5D4E3F2A1B', '{"argv": ["true"]}'),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed', 'a uuid without hyphens, in capitals, is an invalid name and nothing changes');
+select is(pg_temp.refused(:'p', :'q', '{"argv": ["true"]}'),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed', 'a Project''s id as a task name is invalid and nothing changes');
 select is(pg_temp.refused(:'p', 'build', null),
   '{"reason": "plan", "status": "invalid"} and nothing changed', 'a NULL plan is invalid and nothing changes');
 

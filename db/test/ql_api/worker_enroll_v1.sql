@@ -6,7 +6,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(65);
+select plan(69);
 
 -- Everything the control plane stores: runs, attempts, …, sessions, projects, subjects, tasks, revisions, workers.
 create function pg_temp.ostate() returns text language sql
@@ -218,10 +218,22 @@ select is(pg_temp.refused(gen_random_uuid(), 'builder', 'default', ''::bytea),
   '{"reason": "cert_fingerprint", "status": "invalid"} and nothing changed',
   'an empty fingerprint is invalid and nothing changes');
 
+-- A name that reads as a uuid: ql_api.worker_status_set_v1 tries an id first, so it could never name its Worker.
+select is(pg_temp.refused(gen_random_uuid(), '0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1b', 'default', pg_temp.digest('cert-x')),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed', 'a name that is a uuid is invalid and nothing changes');
+select is(pg_temp.refused(gen_random_uuid(), :'w2', 'default', pg_temp.digest('cert-x')),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed', 'another Worker''s id as a name is invalid and nothing changes');
+
 -- The same refusals for the enrolled Worker: no generation bump, its live session stays live.
 select is(pg_temp.refused(:'w', null, 'we-new', pg_temp.digest('cert-z')),
   '{"reason": "name", "status": "invalid"} and nothing changed',
   're-enrolling with a NULL name is invalid and nothing changes');
+select is(pg_temp.refused(:'w', upper(:'w'), 'we-new', pg_temp.digest('cert-z')),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed',
+  're-enrolling under its own id (in capitals) as its name is invalid and nothing changes');
+select is(pg_temp.refused(:'w', 'urn:uuid:' || gen_random_uuid(), 'we-new', pg_temp.digest('cert-z')),
+  '{"detail": "a name that reads as a uuid would be taken for an id", "reason": "name", "status": "invalid"} and nothing changed',
+  're-enrolling under a uuid URN as its name is invalid and nothing changes');
 select is(pg_temp.refused(:'w', 'builder-1b', 'We-New', pg_temp.digest('cert-z')),
   '{"reason": "pool", "status": "invalid"} and nothing changed',
   're-enrolling into an invalid pool is invalid and nothing changes');

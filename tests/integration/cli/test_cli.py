@@ -34,6 +34,7 @@ from psycopg import sql
 
 from qinglong.cli import pki as pki_cli
 from qinglong.cli.__main__ import parser
+from qinglong.cli.common import is_uuid
 from qinglong.devdb import Cluster
 from qinglong.wire.specs import UUID_PATTERN
 from tests.conftest import Database
@@ -266,7 +267,20 @@ def test_project_create_refuses_an_invalid_name_and_writes_nothing(database: Dat
     before = ql_text(dsn)
     refused(cli("project", "create", "--dsn", dsn, "two words"), 2, "project_create_v1: invalid (name)")
     refused(cli("project", "create", "--dsn", dsn, "--", "-x"), 2, "project_create_v1: invalid (name)")
+    # A name that reads as a uuid could never be addressed by name (an id is tried first): one line saying why.
+    line = refused(cli("project", "create", "--dsn", dsn, "0b5e6f2a-9c1d-4e3f-8a7b-6c5d4e3f2a1b"), 2)
+    assert line == (
+        "qinglong: project_create_v1: invalid (name): a name that reads as a uuid would be taken for an id"
+    ), line
     assert ql_text(dsn) == before
+
+
+def test_a_task_or_project_argument_is_an_id_only_in_the_form_the_database_reads_as_one() -> None:
+    """The canonical form, in either case, is an id (as ql.project_named reads it); anything else is a name, such as
+    a task name of 32 hex digits with an underscore, which uuid.UUID would read and the database does not refuse."""
+    assert is_uuid(SOME_ID) and is_uuid(SOME_ID.upper())
+    assert not is_uuid("0123456789abcdef0123456789abcd_f")
+    assert not is_uuid(SOME_ID.replace("-", "")) and not is_uuid(f"{{{SOME_ID}}}") and not is_uuid(f"{SOME_ID}\n")
 
 
 # -- subject create --------------------------------------------------------------------------------

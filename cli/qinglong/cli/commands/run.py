@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def _task_id(api: UserApi, project: str, task: str) -> str:
     """A task named by its id, or by its name within the project (one call to the project's task list)."""
     if is_uuid(task):
-        return task
+        return task.lower()
     listed = user_call(lambda: api.tasks(project))
     found = [t["taskId"] for t in listed["tasks"] if t["name"] == task]
     if not found:
