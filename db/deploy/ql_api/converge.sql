@@ -21,12 +21,15 @@ as $$
 -- pg_cron runs it as ql_scheduler (`CALL ql_api.converge()`); an operator may CALL it once by hand.
 -- The one routine that is NOT SECURITY DEFINER: PostgreSQL refuses COMMIT inside a SECURITY DEFINER
 -- procedure or one with a SET clause ("invalid transaction termination"), so it runs as its caller,
--- qualifies every name, and only calls the SECURITY DEFINER functions named above. Call it outside an
--- explicit transaction block (CALL in autocommit mode), or the COMMITs fail.
--- Bounds: p_page_size 1..128, p_max_pages 1..64, p_grace_ms 0..86400000. Never a per-Run timer.
+-- qualifies every name, and only calls the SECURITY DEFINER functions named above and the floor of its grace.
+-- Call it outside an explicit transaction block (CALL in autocommit mode), or the COMMITs fail.
+-- Bounds: p_page_size 1..128, p_max_pages 1..64, p_grace_ms 0..86400000 and at least its floor,
+-- ql_api.converge_grace_floor_v1 (the Workers' stop grace + the runner's 1 s poll: a shorter grace would declare
+-- lost, and retry elsewhere, a Run whose task may still be stopping). Never a per-Run timer.
 declare
   v_page jsonb;
   v_pages integer;
+  v_floor bigint;
 begin
   if p_page_size is null or p_page_size not between 1 and 128
      or p_max_pages is null or p_max_pages not between 1 and 64
@@ -34,6 +37,14 @@ begin
     raise exception using errcode = '22023',
       message = pg_catalog.format('ql_api.converge: bounds out of range (page_size %s, max_pages %s, grace_ms %s)',
                                   p_page_size, p_max_pages, p_grace_ms);
+  end if;
+  v_floor := ql_api.converge_grace_floor_v1();
+  if p_grace_ms < v_floor then
+    raise exception using errcode = '22023',
+      message = pg_catalog.format('ql_api.converge: grace_ms %s is below its floor %s '
+                                  '(ql.settings.worker_stop_grace_ms %s + 1000)', p_grace_ms, v_floor, v_floor - 1000),
+      hint = 'Give a grace of at least the floor, or lower ql.settings.worker_stop_grace_ms if no Worker''s '
+             'stop_grace_seconds needs it.';
   end if;
 
   v_pages := 0;
@@ -81,7 +92,7 @@ $$;
 
 comment on procedure ql_api.converge(integer, integer, bigint) is
 'Returns nothing; COMMITs after each page. Raises 22023 for bounds out of range (page size 1..128, pages 1..64, '
-'grace 0..86400000 ms).';
+'grace 0..86400000 ms) and for a grace below ql_api.converge_grace_floor_v1().';
 grant execute on procedure ql_api.converge(integer, integer, bigint) to ql_scheduler;
 
 commit;

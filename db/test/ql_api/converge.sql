@@ -1,12 +1,13 @@
 -- Tests ql_api.converge: the one procedure — SECURITY INVOKER without SET (it COMMITs between pages, three kinds:
 -- cancellation convergence, lease-expiry recovery, the scheduler), EXECUTE for
--- ql_scheduler only, 22023 on out-of-range bounds (docs/architecture.md §4 item 10). A CALL inside pgTAP's transaction
+-- ql_scheduler only, 22023 on out-of-range bounds and on a grace below the Workers' stop grace + 1 s
+-- (ql_api.converge_grace_floor_v1, docs/architecture.md §4 item 10). A CALL inside pgTAP's transaction
 -- cannot COMMIT, so here it is shown to fail with 2D000 and leave nothing behind; the committing cycle itself is
 -- exercised for real from pytest (autocommit CALL).
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(39);
+select plan(48);
 
 -- ---------------------------------------------------------------------------------------------
 -- Structure: a procedure that runs as its caller, with no SET clause, callable by the scheduler role only.
@@ -111,16 +112,51 @@ select throws_ok('call ql_api.converge(64, 16, null)', '22023',
   'a NULL grace is out of range: 22023');
 select throws_ok('call ql_api.converge(-2147483648, -2147483648, -9223372036854775808)', '22023', null,
   'the most negative bounds are refused with 22023, not an overflow');
+-- A grace below the floor: a Worker's runner may still be within its stop grace (TERM, the grace, KILL) that long
+-- after the Lease expired, so lost (and a retry elsewhere) would come while the task may still run. The floor is
+-- ql.settings.worker_stop_grace_ms (5000, the Worker's default stop_grace_seconds) + 1000 (the runner's poll).
+select throws_ok('call ql_api.converge(64, 16, 5999)', '22023',
+  'ql_api.converge: grace_ms 5999 is below its floor 6000 (ql.settings.worker_stop_grace_ms 5000 + 1000)',
+  'a grace 1 ms below the default floor (stop grace 5 s + the runner''s 1 s poll) is refused: 22023');
+select throws_ok('call ql_api.converge(64, 16, 0)', '22023',
+  'ql_api.converge: grace_ms 0 is below its floor 6000 (ql.settings.worker_stop_grace_ms 5000 + 1000)',
+  'a zero grace is refused: 22023');
 reset role;
+-- The floor follows the setting: a CALL (as the owner) with the Workers' stop grace set, answered by its SQLSTATE and
+-- message (the exception block rolls the setting back with the call).
+create function pg_temp.converge_with(p_stop_grace_ms bigint, p_grace_ms bigint) returns text language plpgsql as $$
+begin
+  update ql.settings set worker_stop_grace_ms = p_stop_grace_ms;
+  execute format('call ql_api.converge(64, 16, %s)', p_grace_ms);
+  return 'no error';
+exception when others then
+  return sqlstate || ' ' || sqlerrm;
+end $$;
+select is(pg_temp.converge_with(60000, 30000),
+  '22023 ql_api.converge: grace_ms 30000 is below its floor 61000 (ql.settings.worker_stop_grace_ms 60000 + 1000)',
+  'with Workers of a 60 s stop grace, even the default 30 s grace is refused: 22023');
+select is(pg_temp.converge_with(60000, 61000), '2D000 invalid transaction termination',
+  'and a grace at the raised floor passes the check (and reaches the COMMIT)');
+select is(pg_temp.converge_with(3600000, 3600999),
+  '22023 ql_api.converge: grace_ms 3600999 is below its floor 3601000 (ql.settings.worker_stop_grace_ms 3600000 + 1000)',
+  'the longest stop grace a Worker accepts (3600 s) raises the floor to 3601000 ms');
+select is(pg_temp.converge_with(1000, 1999),
+  '22023 ql_api.converge: grace_ms 1999 is below its floor 2000 (ql.settings.worker_stop_grace_ms 1000 + 1000)',
+  'with Workers of a 1 s stop grace the floor is 2000 ms: 1999 is refused');
+select is(pg_temp.converge_with(1000, 2000), '2D000 invalid transaction termination', 'and 2000 passes the check');
+select throws_ok('update ql.settings set worker_stop_grace_ms = 3600001', '23514', null,
+  'the setting takes 0..3600000 ms, the stop grace a Worker accepts (stop_grace_seconds 0..3600)');
 select is(pg_temp.state() || (select string_agg(s::text, ',') from ql.task_schedules s), :'before', 'out-of-range bounds raise before any page: nothing changed');
+select is((select s.worker_stop_grace_ms from ql.settings s), 5000::bigint,
+  'the Workers'' stop grace is 5000 ms unless an operator says otherwise (the Worker''s default)');
 
 -- ---------------------------------------------------------------------------------------------
 -- Inside a transaction block the first COMMIT fails (2D000), and the page it followed is rolled back.
 set local role ql_scheduler;
 select throws_ok('call ql_api.converge()', '2D000', 'invalid transaction termination',
   'CALL inside a transaction block (as here) fails at its first COMMIT: invalid transaction termination');
-select throws_ok('call ql_api.converge(1, 1, 0)', '2D000', 'invalid transaction termination',
-  'the smallest bounds (1, 1, 0) pass the bounds check and reach the COMMIT');
+select throws_ok('call ql_api.converge(1, 1, 6000)', '2D000', 'invalid transaction termination',
+  'the smallest bounds (1, 1, the floor 6000) pass the bounds check and reach the COMMIT');
 select throws_ok('call ql_api.converge(128, 64, 86400000)', '2D000', 'invalid transaction termination',
   'the largest bounds (128, 64, 86400000) pass the bounds check and reach the COMMIT');
 reset role;

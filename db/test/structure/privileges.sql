@@ -42,9 +42,11 @@ select is(
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
-  array['converge', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'partitions_ensure_v1', 'prune_v1', 'retain',
-        'retention_cycle_v1', 'retention_maintain_v1', 'run_cancellation_converge_v1', 'schedule_fire_v1'],
-  'ql_scheduler executes exactly converge and its page functions, retain and the functions it calls');
+  array['converge', 'converge_grace_floor_v1', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'partitions_ensure_v1',
+        'prune_v1', 'retain', 'retention_cycle_v1', 'retention_maintain_v1', 'run_cancellation_converge_v1',
+        'schedule_fire_v1'],
+  'ql_scheduler executes exactly converge, its page functions and the floor of its grace, retain and the functions it '
+  'calls');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');

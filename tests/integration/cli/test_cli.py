@@ -581,6 +581,15 @@ def test_converge_once_ends_a_queued_run_with_a_user_cancel_intent(database: Dat
     assert rows(dsn, "select status from ql.runs where id = %s", (untouched,)) == [("queued",)]
 
 
+@db
+def test_converge_once_refuses_a_grace_below_the_workers_stop_grace_in_one_line(database: Database) -> None:
+    dsn = database.dsn()
+    before = ql_text(dsn)
+    out = cli("converge", "--once", "--dsn", dsn, "--grace-ms", "5999")
+    refused(out, 2, "converge refused: ql_api.converge: grace_ms 5999 is below its floor 6000")
+    assert ql_text(dsn) == before
+
+
 # -- db --------------------------------------------------------------------------------------------
 
 

@@ -159,7 +159,7 @@ def test_each_page_commits_before_the_next_one_starts(database: Database) -> Non
 
     def cycle() -> None:
         with psycopg.connect(database.dsn("ql_scheduler"), autocommit=True) as scheduler:
-            converge(scheduler, 3, 64, 0)
+            converge(scheduler, 3, 64, 6000)
 
     # Exit order matters on failure: the holder rolls back (releasing the cycle) before the pool joins.
     with (
@@ -285,6 +285,27 @@ def test_out_of_range_bounds_raise_22023(
         assert statuses(conn, runs) == ["queued"]
 
 
+@pytest.mark.parametrize(("stop_grace_ms", "grace_ms"), [(5000, 5999), (5000, 0), (60000, 60999)])
+def test_a_grace_below_the_workers_stop_grace_raises_22023_and_changes_nothing(
+    database: Database, stop_grace_ms: int, grace_ms: int
+) -> None:
+    """A task may still run until its Lease expiry + the runner's 1 s poll + the Workers' stop grace: a shorter grace
+    would declare its Run lost and retry it elsewhere meanwhile. Refused before any page, so the cancel waits."""
+    runs = cancelled_queued_runs(database, 1)
+    refusal = f"grace_ms {grace_ms} is below its floor {stop_grace_ms + 1000} "
+    with psycopg.connect(database.dsn(), autocommit=True) as conn:
+        conn.execute("update ql.settings set worker_stop_grace_ms = %s", (stop_grace_ms,))
+        try:
+            with (
+                psycopg.connect(database.dsn("ql_scheduler"), autocommit=True) as scheduler,
+                pytest.raises(psycopg.errors.InvalidParameterValue, match=refusal),
+            ):
+                converge(scheduler, 64, 16, grace_ms)
+            assert statuses(conn, runs) == ["queued"]
+        finally:
+            conn.execute("update ql.settings set worker_stop_grace_ms = default")
+
+
 def test_call_inside_an_explicit_transaction_fails_and_changes_nothing(database: Database) -> None:
     runs = cancelled_queued_runs(database, 2)
     with (
@@ -292,7 +313,7 @@ def test_call_inside_an_explicit_transaction_fails_and_changes_nothing(database:
         pytest.raises(psycopg.errors.InvalidTransactionTermination),
         scheduler.transaction(),
     ):
-        converge(scheduler, 1, 4, 0)
+        converge(scheduler, 1, 4, 6000)
     with psycopg.connect(database.dsn(), autocommit=True) as conn:
         # The first page ran before its COMMIT failed; the whole transaction rolled back.
         assert statuses(conn, runs) == ["queued", "queued"]

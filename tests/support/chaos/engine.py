@@ -64,7 +64,8 @@ class Chaos:
         cfg = self.cfg
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             conn.execute(
-                "update ql.settings set lease_ttl_ms = %s, offer_ttl_ms = %s", (cfg.lease_ttl_ms, cfg.offer_ttl_ms)
+                "update ql.settings set lease_ttl_ms = %s, offer_ttl_ms = %s, worker_stop_grace_ms = %s",
+                (cfg.lease_ttl_ms, cfg.offer_ttl_ms, round(cfg.stop_grace_s * 1000)),
             )
         dsn = self.dsn()
         with admin.transaction(dsn) as tx:

@@ -35,6 +35,7 @@ def register(top: Commands) -> None:
         "--grace-ms",
         type=int,
         default=30000,
-        help="how long past its lease expiry a running Attempt is declared lost (default 30000)",
+        help="how long past its lease expiry a running Attempt is declared lost (default 30000; at least "
+        "ql.settings.worker_stop_grace_ms + 1000, 6000 by default)",
     )
     p.set_defaults(handler=converge)
