@@ -1,5 +1,6 @@
 -- ql_api.task_schedule_set_v1: set, change or clear the schedule of a task (docs/operations.md, "Schedules").
--- Lock order: project (FOR SHARE) → task (FOR SHARE) → schedule (FOR NO KEY UPDATE, or the insert).
+-- Lock order: project (FOR SHARE) → task (FOR SHARE) → schedule (FOR NO KEY UPDATE, or the insert) → for a fire time
+--   left due, ql.schedule_fire's: project, task (FOR SHARE, already held) → the new Run.
 create or replace function ql_api.task_schedule_set_v1(
   p_project_id uuid,
   p_name text,
@@ -17,6 +18,11 @@ as $$
 -- of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
 -- task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
 -- then not read). The next fire time is computed from now; changing only the overlap policy keeps it.
+-- A fire time of the old schedule that is due (it came, and no scheduler pass has handled it yet) is never dropped:
+-- a change or a clear first handles it exactly as the scheduler would (ql.schedule_fire: a Run, or a recorded skip,
+-- under the old expression and overlap policy, exactly once), then applies. An unchanged call leaves it to the
+-- scheduler. The row lock serialises this with a scheduler pass: one handles the fire time, the other finds it
+-- handled.
 declare
   v_parsed record;
   v_cron text := pg_catalog.btrim(p_cron, E' \t');
@@ -47,6 +53,7 @@ begin
     if v_current.task_id is null then
       return jsonb_build_object('status', 'unchanged', 'taskId', v_task);
     end if;
+    if v_current.next_fire_at_ms <= ql.now_ms() then perform ql.schedule_fire(v_current); end if;
     delete from ql.task_schedules s where s.task_id = v_task;
     return jsonb_build_object('status', 'cleared', 'taskId', v_task);
   end if;
@@ -57,6 +64,10 @@ begin
                               'nextFireAtMs', v_current.next_fire_at_ms);
   end if;
   v_now := ql.now_ms();
+  if v_current.next_fire_at_ms <= v_now then
+    perform ql.schedule_fire(v_current);
+    select * into v_current from ql.task_schedules s where s.task_id = v_task;
+  end if;
   if (v_current.cron, v_current.timezone) is not distinct from (v_cron, p_timezone) then
     v_next := v_current.next_fire_at_ms;  -- only the overlap policy changes: the cursor stays
   else

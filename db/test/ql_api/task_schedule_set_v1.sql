@@ -1,11 +1,13 @@
 -- Tests ql_api.task_schedule_set_v1: a task's schedule is set (next fire time from now), set again unchanged, changed
 -- (a new expression or zone moves the cursor, a new overlap policy alone keeps it) and cleared; every bad argument
 -- (expression, zone, overlap, project, name) is invalid and a missing task or Project is not_found, and none of them
--- changes anything; only an operator (the owner, as a DBA) may call it.
+-- changes anything; only an operator (the owner, as a DBA) may call it. A change or a clear made while a fire time of
+-- the old schedule is due (between the fire time and the next scheduler pass) first handles that fire time under the
+-- old schedule, exactly once, as the scheduler would have: it is never dropped.
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(60);
+select plan(77);
 
 -- Everything a schedule call could touch: Runs and events, projects, tasks, revisions, schedules, fire rows.
 create function pg_temp.sstate() returns text language sql
@@ -196,6 +198,98 @@ select is(ql_api.task_schedule_set_v1(:'p', :'name_f', null, null, null) ->> 'st
 select is((select count(*)::int from ql.schedule_fires f where f.task_id = :'task_f'), 1, 'its fire row stays');
 select ok((ql_api.task_schedule_set_v1(:'p', :'name_f', '* * * * *', 'UTC', 'allow') ->> 'nextFireAtMs')::bigint > ql.now_ms(),
   'set again, its next fire time is after now: nothing handled before can come round again');
+
+
+-- ---------------------------------------------------------------------------------------------
+-- 8. A change never drops a fire time that was due under the old schedule. Each task below has a minutely schedule
+-- whose cursor is the start of the current minute (due, not yet handled by a scheduler pass); then it is changed.
+create function pg_temp.due_minutely(p_project uuid, p_name text, p_overlap text) returns bigint language plpgsql as $$
+declare
+  v_due bigint := (ql.now_ms() / 60000) * 60000;
+begin
+  perform ql_api.task_schedule_set_v1(p_project, p_name, '* * * * *', 'UTC', p_overlap);
+  update ql.task_schedules s set next_fire_at_ms = v_due
+   where s.task_id = (select t.id from ql.tasks t where t.project_id = p_project and t.name = p_name);
+  return v_due;
+end $$;
+-- A task's fire rows as text: (fire time, outcome, whether a Run is named), oldest first.
+create function pg_temp.fires_of(p_task uuid) returns text language sql
+return (select string_agg((f.fire_at_ms, f.outcome, f.run_id is not null)::text, ' ' order by f.fire_at_ms)
+          from ql.schedule_fires f where f.task_id = p_task);
+
+-- a. A new expression: the due fire time is enqueued (a Run as the scheduler queues one), then the cursor moves on
+--    under the new expression, from now.
+select ql_api.task_create_v1(:'p', 'changed', '{"argv": ["true"]}') ->> 'taskId' as task_c \gset
+select pg_temp.due_minutely(:'p', 'changed', 'skip') as due_c \gset
+select ql_api.task_schedule_set_v1(:'p', 'changed', '0 3 * * *', 'UTC', 'skip') as r_c \gset
+select is(:'r_c'::jsonb ->> 'status', 'set', 'a new expression while a fire time is due is set');
+select is(pg_temp.fires_of(:'task_c'), format('(%s,enqueued,t)', :'due_c'),
+  'the fire time that was due under the old expression is enqueued once, not dropped');
+select results_eq(format($$select r.status::text, e.actor_kind::text, (e.payload ->> 'scheduledFireAtMs')::bigint
+                             from ql.schedule_fires f join ql.runs r on r.id = f.run_id
+                             join ql.run_events e on e.run_id = r.id and e.sequence = 1
+                            where f.task_id = %L$$, :'task_c'),
+  format($$values ('queued'::text, 'system'::text, %s::bigint)$$, :'due_c'),
+  'its Run is queued by the system with that fire time, exactly as a scheduler pass would have queued it');
+select is((:'r_c'::jsonb ->> 'nextFireAtMs')::bigint, pg_temp.next_ms('0 3 * * *', 'UTC', ql.now_ms()),
+  'the new expression''s next fire time is the first after now');
+set local role ql_scheduler;
+select ql_api.schedule_fire_v1(128) as page_c \gset
+reset role;
+select is(pg_temp.fires_of(:'task_c'), format('(%s,enqueued,t)', :'due_c'),
+  'the next scheduler pass finds nothing more of that task to fire: exactly once');
+
+-- b. Clearing: the due fire time is enqueued, then the schedule is gone.
+select ql_api.task_create_v1(:'p', 'cleared', '{"argv": ["true"]}') ->> 'taskId' as task_x \gset
+select pg_temp.due_minutely(:'p', 'cleared', 'skip') as due_x \gset
+select is(ql_api.task_schedule_set_v1(:'p', 'cleared', null, null, null) ->> 'status', 'cleared',
+  'a clear while a fire time is due is cleared');
+select is(pg_temp.fires_of(:'task_x'), format('(%s,enqueued,t)', :'due_x'), 'and the due fire time was enqueued first');
+select is((select count(*)::int from ql.task_schedules s where s.task_id = :'task_x'), 0, 'the schedule is gone');
+
+-- c. A new overlap policy alone: the due fire time is handled under the policy in force when it came (allow: a Run
+--    although one is live), and the cursor moves past now under the same expression.
+select ql_api.task_create_v1(:'p', 'policy', '{"argv": ["true"]}') ->> 'taskId' as task_o \gset
+select pg_temp.due_minutely(:'p', 'policy', 'allow') as due_o \gset
+select pg_temp.mk_run((select t.current_revision_id from ql.tasks t where t.id = :'task_o')) as live_o \gset
+select ql_api.task_schedule_set_v1(:'p', 'policy', '* * * * *', 'UTC', 'skip') as r_o \gset
+select is(pg_temp.fires_of(:'task_o'), format('(%s,enqueued,t)', :'due_o'),
+  'the due fire time is enqueued under the old policy (allow), although a Run of the task is live');
+select is((:'r_o'::jsonb ->> 'nextFireAtMs')::bigint,
+  (select case when pg_temp.next_ms('* * * * *', 'UTC', f.fire_at_ms) > f.decided_at_ms
+               then pg_temp.next_ms('* * * * *', 'UTC', f.fire_at_ms)
+               else pg_temp.next_ms('* * * * *', 'UTC', f.decided_at_ms) end
+     from ql.schedule_fires f where f.task_id = :'task_o'),
+  'the cursor moved past the handled fire time as the scheduler moves it (the next one, or the first after now)');
+select is(pg_temp.row_of(:'task_o'), '* * * * * UTC skip', 'and the new policy is stored');
+
+-- d. The due fire time is skipped as the scheduler would skip it: the task is disabled (skipped_inactive).
+select ql_api.task_create_v1(:'p', 'disabled', '{"argv": ["true"]}') ->> 'taskId' as task_d \gset
+select pg_temp.due_minutely(:'p', 'disabled', 'skip') as due_d \gset
+update ql.tasks set status = 'disabled' where id = :'task_d';
+select is(ql_api.task_schedule_set_v1(:'p', 'disabled', '*/5 * * * *', 'UTC', 'skip') ->> 'status', 'set',
+  'a disabled task''s schedule changed while a fire time is due is set');
+select is(pg_temp.fires_of(:'task_d'), format('(%s,skipped_inactive,f)', :'due_d'),
+  'the due fire time is recorded skipped_inactive, as the scheduler records it, and queues nothing');
+
+-- e. Long overdue (no scheduler pass for an hour): the one due fire time is handled, the ones missed since fold in.
+select ql_api.task_create_v1(:'p', 'overdue', '{"argv": ["true"]}') ->> 'taskId' as task_l \gset
+select pg_temp.due_minutely(:'p', 'overdue', 'skip') - 3600000 as due_l \gset
+update ql.task_schedules set next_fire_at_ms = :'due_l' where task_id = :'task_l';
+select is(ql_api.task_schedule_set_v1(:'p', 'overdue', '0 3 * * *', 'UTC', 'skip') ->> 'status', 'set',
+  'a change an hour after the due fire time is set');
+select results_eq(format($$select f.fire_at_ms::bigint, f.outcome, f.caught_up from ql.schedule_fires f where f.task_id = %L$$,
+                         :'task_l'),
+  format($$values (%s::bigint, 'enqueued'::text, true)$$, :'due_l'),
+  'the due fire time is enqueued once, the later missed ones folded into it (caught_up), as the scheduler folds them');
+
+-- f. Unchanged, or nothing due: nothing is handled by the call (the scheduler's pass does it).
+select ql_api.task_create_v1(:'p', 'same', '{"argv": ["true"]}') ->> 'taskId' as task_u \gset
+select pg_temp.due_minutely(:'p', 'same', 'skip') as due_u \gset
+select pg_temp.sstate() as before \gset
+select is(ql_api.task_schedule_set_v1(:'p', 'same', '* * * * *', 'UTC', 'skip') ->> 'status', 'unchanged',
+  'the same definition while a fire time is due is unchanged');
+select is(pg_temp.sstate(), :'before', 'an unchanged call handles nothing and writes nothing: the fire time stays due');
 
 select * from finish();
 rollback;

@@ -4,7 +4,10 @@ exactly once: one row of ql.schedule_fires, and for an `allow` schedule exactly 
 event names that fire time (counted from the Runs, not from the primary key that guards them); a `skip`
 schedule enqueues its first fire time and skips the rest while that Run is live. A schedule whose row
 another transaction holds is skipped (SKIP LOCKED) without waiting, and handled once the lock is gone. And
-`CALL ql_api.converge()` as pg_cron runs it (autocommit, ql_scheduler) ends with the scheduler's pages.
+`CALL ql_api.converge()` as pg_cron runs it (autocommit, ql_scheduler) ends with the scheduler's pages. A
+schedule change racing a scheduler pass over a due fire time (decision 0019) handles it once, whichever commits
+first: the change waits for the pass's row lock and finds the fire time handled, or the pass skips the change's
+lock and finds the schedule no longer due.
 
 Touches: one fresh database per test.
 """
@@ -15,6 +18,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,3 +231,74 @@ def test_a_converge_cycle_ends_with_the_scheduler(database: Database) -> None:
             "select count(*) from ql.task_schedules where next_fire_at_ms <= ql.now_ms()"
         ).fetchone() == (0,)
         assert stream_faults(conn) == []
+
+
+def one_due_schedule(db: Database) -> tuple[uuid.UUID, int]:
+    """One task with an every-minute `allow` schedule whose cursor is this minute's start: due, unhandled."""
+    with psycopg.connect(db.dsn(), autocommit=True) as conn:
+        [task] = schedules(conn, 1, "allow")
+        fire_at = minute_ms(conn, 0)
+        make_due(conn, fire_at)
+    return task, fire_at
+
+
+def change_to_daily(conn: psycopg.Connection[Any], task: uuid.UUID) -> dict[str, Any]:
+    """`task_schedule_set_v1`: the task's schedule changed to 03:00 UTC daily (as the operator's CLI calls it)."""
+    row = conn.execute("select project_id, name from ql.tasks where id = %s", (task,)).fetchone()
+    assert row is not None
+    return call(conn, "ql_api.task_schedule_set_v1(%s, %s, '0 3 * * *', 'UTC', 'allow')", (row[0], row[1]))
+
+
+def one_fire(conn: psycopg.Connection[Any], task: uuid.UUID, fire_at: int) -> None:
+    """The due fire time was handled exactly once (one fire row, one Run) and the cursor is the new expression's."""
+    fires = conn.execute("select fire_at_ms, outcome from ql.schedule_fires where task_id = %s", (task,)).fetchall()
+    assert fires == [(fire_at, "enqueued")], fires
+    runs = conn.execute("select count(*) from ql.runs where task_id = %s", (task,)).fetchone()
+    assert runs == (1,), runs
+    cursor = conn.execute(
+        "select cron, next_fire_at_ms > ql.now_ms() from ql.task_schedules where task_id = %s", (task,)
+    ).fetchone()
+    assert cursor == ("0 3 * * *", True), cursor
+
+
+def test_a_change_waiting_for_a_scheduler_pass_finds_the_due_fire_time_handled(database: Database) -> None:
+    task, fire_at = one_due_schedule(database)
+    with (
+        ThreadPoolExecutor(1) as pool,
+        psycopg.connect(database.dsn("ql_scheduler")) as sched,
+        psycopg.connect(database.dsn(), autocommit=True) as observer,
+    ):
+        page = call(sched, "ql_api.schedule_fire_v1(%s)", (PAGE,))  # not committed: the row stays locked
+        assert page == {"status": "ok", "scanned": 1, "enqueued": 1, "skipped": 0, "duplicates": 0}, page
+
+        def change() -> dict[str, Any]:
+            with psycopg.connect(database.dsn(), autocommit=True) as operator:
+                return change_to_daily(operator, task)
+
+        changed = pool.submit(change)
+        deadline = time.monotonic() + 10
+        waiting = (
+            "select count(*) > 0 from pg_stat_activity where datname = current_database()"
+            " and wait_event_type = 'Lock' and query like '%task_schedule_set_v1%'"
+        )
+        while observer.execute(waiting).fetchone() != (True,):
+            assert time.monotonic() < deadline, "the change never waited for the pass's row lock"
+            time.sleep(0.02)
+        sched.commit()
+        assert changed.result(timeout=10)["status"] == "set"
+        one_fire(observer, task, fire_at)
+
+
+def test_a_scheduler_pass_skips_a_change_in_flight_and_finds_the_fire_time_handled(database: Database) -> None:
+    task, fire_at = one_due_schedule(database)
+    with (
+        psycopg.connect(database.dsn()) as operator,
+        psycopg.connect(database.dsn("ql_scheduler"), autocommit=True) as sched,
+    ):
+        assert change_to_daily(operator, task)["status"] == "set"  # not committed: the row stays locked
+        sched.execute("set statement_timeout = '5s'")  # a page that waited for the lock would fail here
+        empty = {"status": "ok", "scanned": 0, "enqueued": 0, "skipped": 0, "duplicates": 0}
+        assert call(sched, "ql_api.schedule_fire_v1(%s)", (PAGE,)) == empty, "the locked row is skipped"
+        operator.commit()
+        assert call(sched, "ql_api.schedule_fire_v1(%s)", (PAGE,)) == empty, "and no longer due once committed"
+        one_fire(operator, task, fire_at)
