@@ -67,8 +67,8 @@ def _seed_old(admin: psycopg.Connection[Any], revision: str, worker: str, sessio
                 "    attempt_id, payload, occurred_at_ms)"
                 "  select a.run_id, g, gen_random_uuid(), 'seed:' || a.run_id || ':' || g, 'run.noted', 'system', a.id,"
                 '    \'{"note": "a finished Run"}\', %(at)s + g from a cross join generate_series(1, 6) g),'
-                " s as (insert into ql.output_streams (attempt_id, stream, next_offset, updated_at_ms)"
-                "  select a.id, 'stdout', 200, %(at)s from a returning attempt_id)"
+                " s as (insert into ql.output_streams (attempt_id, stream) select a.id, 'stdout' from a"
+                "  returning attempt_id)"
                 " insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)"
                 "  select s.attempt_id, 'stdout', 0, convert_to(repeat('output line ', 16), 'UTF8'), %(at)s from s",
                 {"at": at, "n": n, "rev": revision, "w": worker, "s": session},

@@ -1,5 +1,5 @@
 -- ql_api.output_expire_v1: one bounded page of output retention.
--- Lock order: chunks (FOR UPDATE SKIP LOCKED), then streams (FOR UPDATE SKIP LOCKED).
+-- Lock order: chunks (FOR UPDATE SKIP LOCKED), then their streams' rows (UPDATE, then DELETE).
 create or replace function ql_api.output_expire_v1(p_limit integer)
 returns jsonb
 language plpgsql
@@ -11,16 +11,20 @@ as $$
 -- With ql.settings.output_retention_days NULL it does nothing; otherwise the cutoff is now minus that
 -- many days, and:
 -- 1. at most p_limit chunks received before the cutoff are deleted, oldest first (one range of
---    ql.output_chunks_received_idx), whatever their Attempt's state;
--- 2. at most p_limit ql.output_streams rows of ended Attempts whose every chunk is gone are deleted, oldest
---    first. Every chunk of a stream is at most as old as the stream's updated_at_ms, so a stream updated before
---    the oldest chunk left (and before the cutoff) has none: one range of ql.output_streams_updated_idx.
---    A running Attempt keeps its streams (their next_offset) even when retention emptied them.
+--    ql.output_chunks_received_idx), whatever their Attempt's state; each stream they belonged to records on its
+--    ql.output_streams row the end and trim watermark of its deleted chunks, in the same statement, so the stream's
+--    end (ql.output_stream_end) is the same before and after, also when its newest chunk went;
+-- 2. those streams of ended Attempts whose every chunk is now gone are deleted (streamsDeleted). A running
+--    Attempt keeps its streams (their end) even when retention emptied them; an Attempt that ends later keeps its
+--    empty stream rows until its Run is pruned (ql_api.prune_v1, by cascade).
 -- Rows another transaction holds are skipped, never waited for.
 declare
   v_days integer;
   v_cutoff bigint;
-  v_bound bigint;
+  v_attempts uuid[];
+  v_streams_touched ql.output_stream[];
+  v_ends bigint[];
+  v_trims bigint[];
   v_chunks integer := 0;
   v_streams integer := 0;
 begin
@@ -31,21 +35,31 @@ begin
   end if;
   v_cutoff := ql.now_ms() - v_days::bigint * 86400000;
 
-  delete from ql.output_chunks c
-   using (select d.attempt_id, d.stream, d.byte_offset from ql.output_chunks d
-           where d.received_at_ms < v_cutoff
-           order by d.received_at_ms limit p_limit for update skip locked) old
-   where c.attempt_id = old.attempt_id and c.stream = old.stream and c.byte_offset = old.byte_offset;
-  get diagnostics v_chunks = row_count;
+  with gone as (
+    delete from ql.output_chunks c
+     using (select d.attempt_id, d.stream, d.byte_offset from ql.output_chunks d
+             where d.received_at_ms < v_cutoff
+             order by d.received_at_ms limit p_limit for update skip locked) old
+     where c.attempt_id = old.attempt_id and c.stream = old.stream and c.byte_offset = old.byte_offset
+    returning c.attempt_id, c.stream, c.byte_offset + octet_length(c.data) as chunk_end, c.trim_from),
+  per_stream as (
+    select g.attempt_id, g.stream, max(g.chunk_end) as chunk_end, max(g.trim_from) as trim_from, count(*) as n
+      from gone g group by g.attempt_id, g.stream)
+  select coalesce(array_agg(p.attempt_id), '{}'), coalesce(array_agg(p.stream), '{}'),
+         coalesce(array_agg(p.chunk_end), '{}'), coalesce(array_agg(p.trim_from), '{}'), coalesce(sum(p.n), 0)
+    into v_attempts, v_streams_touched, v_ends, v_trims, v_chunks
+    from per_stream p;
 
-  v_bound := least(v_cutoff, (select min(c.received_at_ms) from ql.output_chunks c));
+  -- The streams' rows, by key (the arrays hold at most p_limit streams).
+  update ql.output_streams s
+     set next_offset = greatest(s.next_offset, u.chunk_end), trimmed_to = greatest(s.trimmed_to, u.trim_from)
+    from unnest(v_attempts, v_streams_touched, v_ends, v_trims) u(attempt_id, stream, chunk_end, trim_from)
+   where s.attempt_id = u.attempt_id and s.stream = u.stream;
   delete from ql.output_streams s
-   using (select e.attempt_id, e.stream from ql.output_streams e
-           where e.updated_at_ms < v_bound
-             and exists (select 1 from ql.run_attempts a where a.id = e.attempt_id and a.ended_at_ms is not null)
-             and not exists (select 1 from ql.output_chunks c where c.attempt_id = e.attempt_id and c.stream = e.stream)
-           order by e.updated_at_ms limit p_limit for update skip locked) empty
-   where s.attempt_id = empty.attempt_id and s.stream = empty.stream;
+   using unnest(v_attempts, v_streams_touched) u(attempt_id, stream)
+   where s.attempt_id = u.attempt_id and s.stream = u.stream
+     and exists (select 1 from ql.run_attempts a where a.id = s.attempt_id and a.ended_at_ms is not null)
+     and not exists (select 1 from ql.output_chunks c where c.attempt_id = s.attempt_id and c.stream = s.stream);
   get diagnostics v_streams = row_count;
 
   return jsonb_build_object('status', 'ok', 'deleted', v_chunks, 'streamsDeleted', v_streams);

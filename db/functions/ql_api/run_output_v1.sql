@@ -86,7 +86,8 @@ begin
     'attempts', v_attempts,
     'streams', coalesce((
       select jsonb_agg(jsonb_build_object(
-               'stream', s.stream, 'nextOffset', s.next_offset, 'headBytes', v_head,
+               'stream', s.stream, 'nextOffset', (select e.next_offset from ql.output_stream_end(s.attempt_id, s.stream) e),
+               'headBytes', v_head,
                'keptBytes', (select coalesce(sum(octet_length(c.data)), 0) from ql.output_chunks c
                               where c.attempt_id = s.attempt_id and c.stream = s.stream)) order by s.stream)
         from ql.output_streams s where s.attempt_id = v_attempt.id), '[]'),

@@ -26,19 +26,18 @@ create table ql.output_streams (
   attempt_id uuid not null references ql.run_attempts (id) on delete cascade,
   stream ql.output_stream not null,
   next_offset bigint not null default 0 check (next_offset between 0 and 9007199254740991),
-  updated_at_ms ql.ms not null,
   trimmed_to bigint not null default 0 check (trimmed_to between 0 and next_offset),
   primary key (attempt_id, stream)
 );
 comment on table ql.output_streams is
-'One output stream of an Attempt that has sent output: how far it reached the database. The row an append locks.';
+'One output stream of an Attempt that has sent output. Written when the stream starts and when retention deletes '
+'chunks, never by an append: a row updated by every append would grow a chain of versions under any long open '
+'snapshot, and every later append would walk it. Where the stream has reached is ql.output_stream_end.';
 comment on column ql.output_streams.next_offset is
-'The end offset: bytes of the stream received so far (kept or dropped). The next append starts here (or later, past the head).';
+'The stream''s end as recorded when its chunks expired (0 before): its end is the greater of this and its newest '
+'chunk''s end (ql.output_stream_end).';
 comment on column ql.output_streams.trimmed_to is
-'Every chunk past the head that starts below it has been trimmed: the next trim starts here (ql_api.output_append_v1).';
-comment on column ql.output_streams.updated_at_ms is 'Database time of the last append that stored bytes (no chunk is newer).';
-create index output_streams_updated_idx on ql.output_streams (updated_at_ms);
-comment on index ql.output_streams_updated_idx is 'ql_api.output_expire_v1: the empty streams of ended Attempts, oldest first';
+'The trim watermark as recorded when its chunks expired (0 before); see ql.output_chunks.trim_from.';
 
 create table ql.output_chunks (
   attempt_id uuid not null,
@@ -47,6 +46,7 @@ create table ql.output_chunks (
   data bytea not null check (pg_catalog.octet_length(data) between 1 and 262144),
   seq bigint generated always as identity,
   received_at_ms ql.ms not null,
+  trim_from bigint not null default 0 check (trim_from >= 0),
   primary key (attempt_id, stream, byte_offset),
   foreign key (attempt_id, stream) references ql.output_streams (attempt_id, stream) on delete cascade
 );
@@ -57,6 +57,10 @@ comment on column ql.output_chunks.byte_offset is 'Where data starts in the stre
 comment on column ql.output_chunks.data is 'The bytes, as the task wrote them (1..256 KiB).';
 comment on column ql.output_chunks.seq is 'Global arrival order: a reader pages an Attempt''s chunks of both streams by it.';
 comment on column ql.output_chunks.received_at_ms is 'Database time of the append that stored it (retention counts from it).';
+comment on column ql.output_chunks.trim_from is
+'Written by the append that stored it: every chunk of the stream past the head that starts below it was trimmed. '
+'The next append''s trim starts at its newest chunk''s trim_from, at the first kept chunk, so a trim never walks '
+'the index entries of chunks deleted before (which an open snapshot keeps from being cleaned up).';
 create index output_chunks_attempt_seq_idx on ql.output_chunks (attempt_id, seq);
 create index output_chunks_received_idx on ql.output_chunks (received_at_ms);
 comment on index ql.output_chunks_attempt_seq_idx is 'ql_api.run_output_v1: an Attempt''s chunks in arrival order, after a cursor';

@@ -8,7 +8,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(97);
+select plan(98);
 
 -- An append with the ids of an offer_at() answer (o) and a token (only its digest reaches the database).
 create function pg_temp.app(o jsonb, p_stream text, p_offset bigint, p_data bytea, p_token text default 'token-a')
@@ -94,8 +94,10 @@ reset role;
 select ql.now_ms() as t1 \gset
 select results_eq(format($$select byte_offset, data from ql.output_chunks where attempt_id = %L$$, :'a_a'),
   $$values (0::bigint, 'hello '::bytea)$$, 'the chunk is stored at its offset');
-select ok((select s.next_offset = 6 and s.updated_at_ms between :t0 and :t1 from ql.output_streams s
-            where s.attempt_id = :'a_a' and s.stream = 'stdout'), 'the stream row holds its end and database time');
+select results_eq(format($$select next_offset, trimmed_to from ql.output_stream_end(%L, 'stdout')$$, :'a_a'),
+  $$values (6::bigint, 0::bigint)$$, 'the stream''s end is its newest chunk''s (nothing trimmed yet)');
+select results_eq(format($$select next_offset, trimmed_to from ql.output_streams where attempt_id = %L$$, :'a_a'),
+  $$values (0::bigint, 0::bigint)$$, 'the stream''s row is as its first append made it: appends write only chunks');
 select ok((select c.received_at_ms between :t0 and :t1 from ql.output_chunks c where c.attempt_id = :'a_a'),
   'the chunk is stamped with database time');
 select is(pg_temp.state(), :'rest', 'an append changes no Run, Attempt, Lease, offer, event or session');
@@ -272,7 +274,7 @@ select is(pg_temp.app(:'h_o', 'stdout', 5000, pg_temp.blob(5000, 100)), pg_temp.
 reset role;
 select is(pg_temp.layout(:'h_a', 'stdout'), '0+600 600+400 1000+400 5000+100',
   'the skipped bytes are not stored: the offsets jump from 1400 to 5000');
-select is((select next_offset from ql.output_streams where attempt_id = :'h_a'), 5100::bigint,
+select is((select next_offset from ql.output_stream_end(:'h_a', 'stdout')), 5100::bigint,
   'the stream''s end counts the dropped bytes');
 -- No head at all: a gap is allowed from the start.
 update ql.settings set output_head_bytes = 0;
@@ -302,7 +304,7 @@ select is((select array_agg((answer ->> 'nextOffset')::bigint order by n) from a
   (select array_agg(1000 + k * 262144::bigint order by k) from generate_series(0, 20) k),
   'each append answers the stream''s new end');
 select 1000 + 20 * 262144 as total \gset
-select results_eq(format($$select next_offset from ql.output_streams where attempt_id = %L$$, :'t_a'),
+select results_eq(format($$select next_offset from ql.output_stream_end(%L, 'stdout')$$, :'t_a'),
   format($$values (%s::bigint)$$, :total), 'the stream''s end is every byte the task wrote: 5 MiB and 1000');
 select ok(not exists (select 1 from ql.output_chunks c where c.attempt_id = :'t_a'
                        and c.byte_offset < 524288 and c.byte_offset + octet_length(c.data) > 524288),
@@ -322,10 +324,10 @@ select is((select substr(c.data, octet_length(c.data) - 15) from ql.output_chunk
   'the last bytes the task wrote survive');
 select ok(:kept = 524288 + (:total - :tail_from) and :total - :kept > 4000000,
   'kept = head + tail; dropped = total - kept: the middle 4 MB are gone');
-select results_eq(format($$select trimmed_to from ql.output_streams where attempt_id = %L and stream = 'stdout'$$, :'t_a'),
-  format($$values (%s::bigint)$$, :tail_from), 'the stream''s trimmed_to is where the kept tail starts');
--- A chunk planted below trimmed_to (where a trim already deleted everything) is not looked at by the next trim: the
--- range starts at trimmed_to, so a trim never walks the entries of chunks deleted before (an open snapshot keeps them).
+select results_eq(format($$select trimmed_to from ql.output_stream_end(%L, 'stdout')$$, :'t_a'),
+  format($$values (%s::bigint)$$, :tail_from), 'the stream''s trim watermark is where the kept tail starts');
+-- A chunk planted below the watermark (where a trim already deleted everything) is not looked at by the next trim:
+-- the range starts there, so a trim never walks the entries of chunks deleted before (an open snapshot keeps them).
 insert into ql.output_chunks (attempt_id, stream, byte_offset, data, received_at_ms)
 values (:'t_a', 'stdout', 600000, 'planted'::bytea, ql.now_ms());
 select pg_temp.ostate() as planted \gset
@@ -334,8 +336,8 @@ select is(pg_temp.app(:'t_o', 'stdout', :total, pg_temp.blob(:total, 262144)), p
   'one more chunk is appended');
 reset role;
 select ok(exists (select from ql.output_chunks c where c.attempt_id = :'t_a' and c.byte_offset = 600000)
-          and (select trimmed_to from ql.output_streams where attempt_id = :'t_a' and stream = 'stdout') = :tail_from + 262144,
-  'its trim deleted the oldest tail chunk from trimmed_to on, and never looked below it');
+          and (select trimmed_to from ql.output_stream_end(:'t_a', 'stdout')) = :tail_from + 262144,
+  'its trim deleted the oldest tail chunk from the watermark on, and never looked below it');
 delete from ql.output_chunks c where c.attempt_id = :'t_a' and c.byte_offset = 600000;
 select 1000 + 21 * 262144 as total \gset
 select pg_temp.ostate() as before \gset

@@ -150,7 +150,10 @@ async def test_a_5_mib_stdout_costs_its_head_and_its_tail(rig: Rig, tmp_path: Pa
     head, tail = answers[-1].head_bytes, answers[-1].tail_bytes
     assert head + tail + CHUNK_MAX_BYTES < len(whole), "the caps keep the whole stream: nothing to skip"
     assert answers[-1].next_offset == len(whole) == 5 * 2**20 + len(b"the last stdout line\n")
-    assert dict(rig.rows("select stream::text, next_offset from ql.output_streams")) == {
+    ends = (
+        "select s.stream::text, e.next_offset from ql.output_streams s, ql.output_stream_end(s.attempt_id, s.stream) e"
+    )
+    assert dict(rig.rows(ends)) == {
         "stdout": len(whole),
         "stderr": len(b"the last stderr line\n"),
     }
