@@ -140,6 +140,7 @@ async def test_sigterm_while_a_pull_is_in_flight_stops_within_the_shutdown_budge
     [
         (("generation = 1", "generation = 2"), 4, "refused this Worker (fenced.stale_generation)"),
         (('origin = "https://', 'origin = "http://'), 2, "origin: origin must be https://host[:port]"),
+        (('key = "', 'key = "/nonexistent'), 2, "cannot read /nonexistent/"),  # a file it needs: no retry loop
     ],
 )
 async def test_a_worker_that_needs_an_operator_says_so_in_one_line_and_exits_with_its_code(
@@ -158,3 +159,29 @@ async def test_a_worker_that_needs_an_operator_says_so_in_one_line_and_exits_wit
     for line in output.strip().splitlines()[:-1]:  # everything before the verdict is a JSON log line
         assert set(json.loads(line)) >= {"time", "level", "event"}, line
     assert rig.run_status(run) == "queued", "a refused Worker took work"
+
+
+async def test_a_worker_says_it_started_and_when_it_loses_and_regains_the_control_plane(rig: Rig) -> None:
+    """One line at start (its id, origin, capacity, work_dir), one when its session calls stop reaching the
+    shell (two heartbeat answers cut after the shell ran them, as a dropped link would) and one when they reach
+    it again, each naming the origin; not one line per failed call."""
+    config = rig.write_config(tick_seconds=0.2)
+    with child_subreaper():
+        worker = rig.start_worker_process(config)
+        await poll(lambda: "worker.started" in worker.output(), within=15)
+        rig.served.lose["heartbeat"] = 2
+        await poll(lambda: "control_plane.regained" in worker.output(), within=30)
+        worker.popen.send_signal(signal.SIGTERM)
+        assert await worker.wait(10) == 0, worker.output()
+    lines = [json.loads(line) for line in worker.output().strip().splitlines()]
+    [started] = [line for line in lines if line["event"] == "worker.started"]
+    assert (started["worker_id"], started["origin"], started["capacity"]) == (
+        rig.worker_id, rig.served.worker_url, 1,
+    ), started  # fmt: skip
+    assert started["work_dir"] == str(rig.work_dir)
+    lost = [line for line in lines if line["event"] == "control_plane.lost"]
+    regained = [line for line in lines if line["event"] == "control_plane.regained"]
+    assert len(lost) == 1 and len(regained) == 1, worker.output()
+    assert lost[0]["origin"] == regained[0]["origin"] == rig.served.worker_url
+    assert regained[0]["outage_s"] >= 0
+    assert rig.served.lost.count("heartbeat") == 2

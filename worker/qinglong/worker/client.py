@@ -177,7 +177,7 @@ class IngressClient:
     ) -> None:
         if not re.fullmatch(r"https://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?", origin):
             raise ValueError("origin must be https://host[:port]")
-        self._origin = origin
+        self.origin = origin
         self._worker_id = worker_id
         self._credentials = credentials
         self.timeout_s = timeout_s
@@ -255,7 +255,7 @@ class IngressClient:
                 self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=min(timeout_s, self.timeout_s))
             )
             async with http.post(
-                self._origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
+                self.origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
             ) as resp:
                 data = await _read_exact(resp, max(MAX_RESPONSE, _cap(contract)))
                 answered = resp.headers

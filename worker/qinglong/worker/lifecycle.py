@@ -110,6 +110,7 @@ class Lifecycle:
         self.refused: str | None = None
         self._backoff_s = 0.0  # after a transport failure of the session calls: skip them until _retry_at
         self._retry_at = 0.0
+        self._lost_at: float | None = None  # when the session calls began failing in transport (one log line)
         self.scanned = False  # start() paged the whole journal
         self.pulls = 0  # observable for tests and metrics
         # The last successful session open or heartbeat (wall-clock ms) and its session (the status file).
@@ -214,7 +215,14 @@ class Lifecycle:
             try:
                 await self._heartbeat()
                 self._backoff_s = 0.0
+                if self._lost_at is not None:
+                    emit(log, logging.WARNING, "control_plane.regained", origin=self._client.origin,
+                         outage_s=round(time.monotonic() - self._lost_at, 1))  # fmt: skip
+                    self._lost_at = None
             except TransportError:
+                if self._lost_at is None:  # once per outage; call.transport_failed says each failure's kind
+                    self._lost_at = now
+                    emit(log, logging.WARNING, "control_plane.lost", origin=self._client.origin)
                 # Back off the session calls (jittered, doubling, ≤ 30 s); supervision below goes on,
                 # and every lease-control call is still bounded by its local Lease.
                 self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self._backoff_s * 2))

@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import signal
 import sys
@@ -49,6 +50,7 @@ from typing import Any, NoReturn
 from qinglong.wire.codec import WireError
 from qinglong.wire.fields import Bool, Int, List, Record, Seconds, Str, Uuid, wire
 from qinglong.wire.logline import configure as configure_logging
+from qinglong.wire.logline import emit
 from qinglong.wire.offer import ACCOUNT_PATTERN
 from qinglong.worker import admin
 from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, FETCH_LIMIT_S, BundleCache
@@ -59,6 +61,8 @@ from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
 from qinglong.worker.trust import PlanTrust
+
+log = logging.getLogger("qinglong.worker")
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -191,6 +195,13 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         client = IngressClient(config.origin, config.worker_id, config.credentials)
     except ValueError as exc:
         raise ConfigError(f"origin: {exc}") from None
+    try:  # a file it needs is missing: one line now, not a retry loop of unusable credentials
+        config.credentials.load()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    emit(log, logging.INFO, "worker.started", worker_id=config.worker_id, origin=config.origin,
+         generation=config.generation, capacity=config.capacity, work_dir=str(config.work_dir),
+         journal=str(config.journal))  # fmt: skip
     lifecycle = Lifecycle(
         journal_path=config.journal,
         client=client,
