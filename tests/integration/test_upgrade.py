@@ -118,7 +118,11 @@ async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(ri
     assert definition(rig)[0] == dollar_body(TAGGED.read_text())
 
     rig.set_lease_ttl(3000)
-    across = rig.add_run({"argv": ["sh", "-c", "sleep 40; echo across the upgrade"], "timeoutMs": 60000})
+    # The Run meant to span the deploy runs until the test lets it end (after the deploy and some renewals),
+    # not for a fixed time that would have to outlast the slowest deploy.
+    release = rig.root / "across.go"
+    across_script = f"while [ ! -e {release} ]; do sleep 0.1; done; echo across the upgrade"
+    across = rig.add_run({"argv": ["sh", "-c", across_script], "timeoutMs": 60000})
     stopped = rig.add_run({"argv": ["sleep", "60"], "timeoutMs": 60000})
     waiting = rig.add_run({"argv": ["sh", "-c", "echo after the upgrade"]})
     unserved = rig.add_run({"argv": ["sh", "-c", "echo never"]})
@@ -149,6 +153,11 @@ async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(ri
         assert definition(rig)[0] == dollar_body(HEAD.read_text())
 
         rig.conn.execute("call ql_api.converge()")  # what pg_cron runs every minute
+        # Renewals go on across and after the deploy (a TTL of 3 s: had they stopped, the Lease would have
+        # expired and the Worker would have stopped the task); then the task may end.
+        await poll(lambda: rig.lease_version(across) > lease_before + 3, within=20, every=0.1)
+        assert rig.run_status(across) == "running", worker.output()
+        release.touch()
         await poll(lambda: all(rig.run_status(r) in ENDED_RUN for r in (across, stopped, waiting)), within=45)
         assert rig.lease_version(across) > lease_before + 3, "renewals stopped across the deploy"
         assert [rig.run_status(r) for r in (across, stopped, waiting, unserved)] == [
