@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,11 @@ def sqitch(*args: str) -> str:
     result = subprocess.run(db.sqitch(*args), capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"sqitch {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
+
+
+def deploy_and_verify(target: str) -> None:
+    sqitch("deploy", "--quiet", target)
+    sqitch("verify", target)
 
 
 def log_tail(cluster: Cluster, lines: int = 40) -> str:
@@ -152,6 +158,9 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         assert one(conn, "select status::text from ql.runs where id = %s", (run,)) == "queued"
 
         # -- a real job run converges the Run and fires the schedule ------------------------------
+        # While pg_cron's minute comes round, the other database is deployed and verified (checked below).
+        other = ThreadPoolExecutor(max_workers=1)
+        other_deployed = other.submit(deploy_and_verify, cluster.sqitch_target(OTHER_DB))
         started = time.monotonic()
         details: list[tuple[Any, ...]] = []
         status = "queued"
@@ -208,8 +217,8 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         )
 
     # -- pg_cron serves another database: deploys and verifies cleanly, no job -------------------
-    sqitch("deploy", "--quiet", cluster.sqitch_target(OTHER_DB))
-    sqitch("verify", cluster.sqitch_target(OTHER_DB))
+    other_deployed.result()  # its deploy and verify (started above), or their failure
+    other.shutdown()
     with psycopg.connect(cluster.dsn(OTHER_DB), autocommit=True) as conn:
         assert one(conn, "select to_regclass('cron.job') is null") is True
         assert one(conn, "select count(*) from pg_extension where extname = 'pg_cron'") == 0
