@@ -93,6 +93,45 @@ def database(cluster: Cluster, template_db: str) -> Iterator[Database]:
         yield made
 
 
+# -- a private cluster (statement logging on; tests may stop and start it) ------------------------
+# Shared by the shell's tests (tests/integration/shell: private_database) and the secret-leak engine's test,
+# which searches this cluster's log from where its own run began.
+
+PRIVATE_SETTINGS = {"log_statement": "all", "log_min_messages": "info"}
+
+
+@dataclass
+class PrivateCluster:
+    cluster: Cluster
+    template: str
+
+    def new_database(self) -> Database:
+        name = f"s_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
+            conn.execute(f"create database {name} template {self.template}")
+        return Database(self.cluster, name)
+
+
+@pytest.fixture(scope="session")
+def private_cluster() -> Iterator[PrivateCluster]:
+    root = Path(tempfile.mkdtemp(prefix="ql-shpg-", dir="/tmp"))  # postgres must traverse it
+    root.chmod(0o755)
+    cluster = Cluster(root, fsync=False, preload_cron=False, settings=PRIVATE_SETTINGS)
+    cluster.start()
+    try:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("create database shell_template")
+        subprocess.run(
+            sqitch("deploy", "--quiet", cluster.sqitch_target("shell_template")),
+            check=True,
+            capture_output=True,
+        )
+        yield PrivateCluster(cluster, "shell_template")
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def processes_under(root: Path) -> list[int]:
     """Processes whose working folder is inside `root` (a server's backends keep the data folder)."""
     found: list[int] = []

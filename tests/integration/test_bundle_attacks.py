@@ -1,7 +1,8 @@
 """Bundles and signed plans on real parts (tests/support/bundle_attacks.py at a small size): a folder shipped with
 `qinglong task create --bundle --sign` runs from the bundle, the second Run from the Worker's cache; every bundle
 attack and every plan not signed as it runs is refused with its code, nothing spawned and nothing written outside
-the Run's directory. Touches: its own cluster, the shell and Worker processes it starts, `tmp_path`.
+the Run's directory. Touches: a database copied from the session cluster's template (dropped after), the shell
+and Worker processes it starts, a folder under /tmp (removed).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.devdb import Cluster
 from tests.support.bundle_attacks import BundleConfig, run_bundle_attacks
+from tests.support.env import Place
 
 pytestmark = pytest.mark.db
 
@@ -43,11 +46,14 @@ PLAN_CODES = {
 }
 
 
-def test_bundles_run_from_the_cache_and_every_attack_is_refused_with_nothing_spawned() -> None:
+def test_bundles_run_from_the_cache_and_every_attack_is_refused_with_nothing_spawned(
+    cluster: Cluster, template_db: str
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="ql-bundles-", dir="/tmp"))
     root.chmod(0o755)  # the postgres OS user must traverse it
     try:
-        found = run_bundle_attacks(root / "bundles", BundleConfig(fetch_mib=2))
+        # On the session cluster, in a copy of its deployed template: no cluster and deploy of its own.
+        found = run_bundle_attacks(root / "bundles", BundleConfig(fetch_mib=2), Place(cluster, template_db))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     counts = found.counts()

@@ -41,13 +41,12 @@ import psycopg
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
 from qinglong.cli.api import UserApi
-from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from qinglong.wire.bundle import CHUNK_BYTES, MAX_ENTRIES
 from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 from qinglong.wire.offer import Plan
 from qinglong.wire.signing import load_private_key, sign, write_private_key
-from tests.support.env import REPO, ShellProcess, new_env, start_worker, stop_process
+from tests.support.env import REPO, Place, ShellProcess, new_env, start_and_deploy, start_worker, stop_process
 from tests.support.progress import say
 from tests.support.tarballs import archive, member
 
@@ -93,17 +92,18 @@ class Found:
 
 
 class BundleAttacks:
-    def __init__(self, root: Path, config: BundleConfig) -> None:
-        self.root, self.config = root, config
+    def __init__(self, root: Path, config: BundleConfig, place: Place | None = None) -> None:
+        self.root, self.config, self.place = root, config, place
         root.mkdir(parents=True, exist_ok=True)
         root.chmod(0o755)
-        self.cluster = Cluster(root / "pg", fsync=config.fsync, preload_cron=False)
+        self.cluster = place.cluster if place else Cluster(root / "pg", fsync=config.fsync, preload_cron=False)
+        self.database = DATABASE
         self.found = Found()
         self.markers = root / "markers"  # where a started attack task would write
         self.worker_proc: subprocess.Popen[bytes] | None = None
 
     def dsn(self) -> str:
-        return self.cluster.dsn(DATABASE)
+        return self.cluster.dsn(self.database)
 
     def sql(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """As a DBA (the attacker's reach): one statement, committed."""
@@ -114,14 +114,13 @@ class BundleAttacks:
     # -- set-up ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.cluster.start()
-        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"create database {DATABASE}")
-        subprocess.run(sqitch("deploy", "--quiet", self.cluster.sqitch_target(DATABASE)), check=True,
-                       capture_output=True)  # fmt: skip
+        if self.place is not None:
+            self.database = self.place.new_database(DATABASE)
+        else:
+            start_and_deploy(self.cluster, DATABASE)
         self.sql("update ql.settings set lease_ttl_ms = 5000, offer_ttl_ms = 10000")
         self.env = env = new_env(self.root, self.cluster)
-        self.shell = ShellProcess(env, DATABASE)
+        self.shell = ShellProcess(env, self.database)
         dsn = self.dsn()
         self.project = admin.call(dsn, op.project_create_v1, p_name="bundles")["projectId"]
         self.other_project = admin.call(dsn, op.project_create_v1, p_name="elsewhere")["projectId"]
@@ -160,7 +159,10 @@ class BundleAttacks:
             stop_process(self.worker_proc)
         if hasattr(self, "shell"):
             self.shell.stop()
-        self.cluster.stop()
+        if self.place is None:
+            self.cluster.stop()
+        elif self.database != DATABASE:
+            self.place.drop_database(self.database)
 
     # -- helpers --------------------------------------------------------------------------------------
 
@@ -347,9 +349,10 @@ def _bomb(claimed: int, data: bytes) -> bytes:
     return b"".join([*parts, deflate.flush()])
 
 
-def run_bundle_attacks(root: Path, config: BundleConfig) -> Found:
-    """Set up, run the honest path and the attacks, stop everything. The findings."""
-    engine = BundleAttacks(root, config)
+def run_bundle_attacks(root: Path, config: BundleConfig, place: Place | None = None) -> Found:
+    """Set up, run the honest path and the attacks, stop everything. The findings. On a cluster of its own
+    (deployed by sqitch here), or in a copy of `place`'s template on that running cluster."""
+    engine = BundleAttacks(root, config, place)
     try:
         engine.start()
         say(f"bundles: honest task with a {config.fetch_mib} MiB bundle, signed, run twice")

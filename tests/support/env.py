@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from qinglong.cli import pki
+from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,6 +83,36 @@ class Env:
         ctx.load_verify_locations(cafile=self.ca())
         ctx.load_cert_chain(who.certificate, who.key)
         return ctx
+
+
+@dataclass(frozen=True)
+class Place:
+    """A running cluster an engine borrows instead of starting its own, and the database deployed there by
+    `sqitch deploy` that the engine's database is copied from (the tests' session clusters: their deploy is
+    done once). The engine neither starts nor stops the cluster; it drops the database it made."""
+
+    cluster: Cluster
+    template: str
+
+    def new_database(self, prefix: str) -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("create database {} template {}").format(sql.Identifier(name), sql.Identifier(self.template))
+            )
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+def start_and_deploy(cluster: Cluster, database: str) -> None:
+    """An engine's own cluster: start it and deploy the schema into a new database by `sqitch deploy`."""
+    cluster.start()
+    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(database)))
+    subprocess.run(sqitch("deploy", "--quiet", cluster.sqitch_target(database)), check=True, capture_output=True)
 
 
 def new_env(root: Path, cluster: Cluster, settings: dict[str, str] | None = None) -> Env:

@@ -36,7 +36,6 @@ import psycopg
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
 from qinglong.cli.api import ApiError, UserApi
-from qinglong.db import sqitch
 from qinglong.devdb import Cluster, server_bindir
 from qinglong.shell.sealing import new_kek
 from qinglong.wire import ActivationRequest
@@ -44,10 +43,11 @@ from qinglong.wire.common import ENDED_RUN_STATUSES, token_digest
 from qinglong.worker.client import ClientError, FileCredentials, IngressClient
 from qinglong.worker.masking import patterns
 from qinglong.worker.run import load as load_worker_config
-from tests.support.env import ShellProcess, new_env, start_worker, stop_process
+from tests.support.env import Place, ShellProcess, new_env, start_and_deploy, start_worker, stop_process
 from tests.support.progress import say
 
 DATABASE = "leaks"
+LOG_EVERY_STATEMENT = {"log_statement": "all", "log_min_messages": "info"}  # the settings of the engine's cluster
 # How each task prints its value: (label, the task's Python expression over `v`, the same here). Every form is
 # one mask case per secret; the masker's patterns (qinglong.worker.masking.patterns) cover all of them.
 FORMS: tuple[tuple[str, str, Callable[[bytes], bytes]], ...] = (
@@ -131,12 +131,14 @@ def _value(i: int) -> bytes:
 
 
 class Leaks:
-    def __init__(self, root: Path, config: LeakConfig) -> None:
-        self.root, self.config = root, config
+    def __init__(self, root: Path, config: LeakConfig, place: Place | None = None) -> None:
+        self.root, self.config, self.place = root, config, place
         root.mkdir(parents=True, exist_ok=True)
         root.chmod(0o755)
-        self.cluster = Cluster(root / "pg", fsync=config.fsync, preload_cron=False,
-                               settings={"log_statement": "all", "log_min_messages": "info"})  # fmt: skip
+        self.cluster = place.cluster if place else Cluster(root / "pg", fsync=config.fsync, preload_cron=False,
+                                                           settings=LOG_EVERY_STATEMENT)  # fmt: skip
+        self.database = DATABASE
+        self.log_offset = 0  # where this run's lines of the PostgreSQL log begin
         self.found = Found()
         self.values: dict[str, bytes] = {}
         self.control = f"control-{secrets.token_hex(12)}"
@@ -146,21 +148,22 @@ class Leaks:
     # -- set-up ---------------------------------------------------------------------------------------
 
     def dsn(self) -> str:
-        return self.cluster.dsn(DATABASE)
+        return self.cluster.dsn(self.database)
 
     def start(self) -> None:
-        self.cluster.start()
-        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"create database {DATABASE}")
-        subprocess.run(sqitch("deploy", "--quiet", self.cluster.sqitch_target(DATABASE)), check=True,
-                       capture_output=True)  # fmt: skip
+        if self.place is not None:
+            self.check_logs_every_statement()
+            self.log_offset = self.cluster.log_file.stat().st_size
+            self.database = self.place.new_database(DATABASE)
+        else:
+            start_and_deploy(self.cluster, DATABASE)
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             conn.execute("update ql.settings set lease_ttl_ms = 5000, offer_ttl_ms = 10000")
         self.env = env = new_env(self.root, self.cluster)
         kek = self.root / "secrets.kek"
         kek.write_text(new_kek())
         kek.chmod(0o600)
-        self.shell = ShellProcess(env, DATABASE, kek_file=kek)
+        self.shell = ShellProcess(env, self.database, kek_file=kek)
         dsn = self.dsn()
         self.project = admin.call(dsn, op.project_create_v1, p_name="leaks")["projectId"]
         self.tokens: dict[str, str] = {}
@@ -202,7 +205,17 @@ class Leaks:
         self.stop_worker()
         if hasattr(self, "shell"):
             self.shell.stop()
-        self.cluster.stop()
+        if self.place is None:
+            self.cluster.stop()
+        elif self.database != DATABASE:
+            self.place.drop_database(self.database)
+
+    def check_logs_every_statement(self) -> None:
+        """A borrowed cluster must log as this engine's own would, or the search of its log proves nothing."""
+        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
+            for name, value in LOG_EVERY_STATEMENT.items():
+                row = conn.execute("select setting from pg_catalog.pg_settings where name = %s", (name,)).fetchone()
+                assert row is not None and row[0] == value, f"the borrowed cluster's {name} is {row}, not {value}"
 
     def _user(self, role: str, call: str, *args: Any) -> dict[str, Any]:
         answer: dict[str, Any] = getattr(self.api[role], call)(*args)
@@ -323,7 +336,7 @@ class Leaks:
         self._user("operator", "tasks", self.project)
         self._user("viewer", "list_runs", self.project, "")
         places: dict[str, bytes] = {
-            "postgresql log": self.cluster.log_file.read_bytes(),
+            "postgresql log": self.cluster.log_file.read_bytes()[self.log_offset :],
             "pg_dump --data-only": subprocess.run(
                 [str(server_bindir() / "pg_dump"), "--data-only", "-d", self.dsn()], check=True, capture_output=True
             ).stdout,
@@ -356,10 +369,11 @@ class Leaks:
         return {f"LEAK_{str(n).removeprefix('leak-')}" if n != "control" else "CONTROL": str(r) for n, r in rows}
 
 
-def run_leaks(root: Path, config: LeakConfig) -> Found:
+def run_leaks(root: Path, config: LeakConfig, place: Place | None = None) -> Found:
     """Set up and run; stop the Worker (its files are final); search with the shell and PostgreSQL still up;
-    stop everything. The findings."""
-    leaks = Leaks(root, config)
+    stop everything. The findings. On a cluster of its own (deployed by sqitch here), or in a copy of `place`'s
+    template on that running cluster, which must log every statement as the engine's own does."""
+    leaks = Leaks(root, config, place)
     try:
         leaks.start()
         leaks.run()

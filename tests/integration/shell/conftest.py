@@ -21,7 +21,6 @@ import os
 import secrets
 import shutil
 import ssl
-import subprocess
 import tempfile
 import time
 import uuid
@@ -37,8 +36,6 @@ from aiohttp import web
 from psycopg import sql
 
 from qinglong.cli import pki as pki_cli
-from qinglong.db import sqitch
-from qinglong.devdb import Cluster
 from qinglong.shell.app import make_admin_app, make_app
 from qinglong.shell.db import Database
 from qinglong.shell.sealing import Sealer
@@ -46,6 +43,7 @@ from qinglong.shell.tls import server_context
 from qinglong.wire import ql3w
 from qinglong.wire.common import token_digest
 from tests.conftest import Database as PgDatabase
+from tests.conftest import PrivateCluster as PrivateCluster  # re-exported (its fixture: tests/conftest.py)
 from tests.integration.db.factories import Subject, make_project, make_revision, make_runs, set_role
 
 PLAN: Final = {"argv": ["true"], "timeoutMs": 60000}
@@ -56,7 +54,6 @@ ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 COMPLETION_SCHEMA: Final = "qinglong/remote-run-completion@v1"
 SESSION_SCHEMA: Final = "qinglong/worker-session@v1"
 OFFER_SCHEMA: Final = "qinglong/remote-offer@v1"
-PRIVATE_SETTINGS: Final = {"log_statement": "all", "log_min_messages": "info"}
 
 
 # -- PKI -----------------------------------------------------------------------------------------
@@ -583,38 +580,6 @@ async def user_call(
 
 
 # -- a private cluster (statement logging on; tests may stop and start it) ------------------------
-
-
-@dataclass
-class PrivateCluster:
-    cluster: Cluster
-    template: str
-
-    def new_database(self) -> PgDatabase:
-        name = f"s_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"create database {name} template {self.template}")
-        return PgDatabase(self.cluster, name)
-
-
-@pytest.fixture(scope="session")
-def private_cluster() -> Iterator[PrivateCluster]:
-    root = Path(tempfile.mkdtemp(prefix="ql-shpg-", dir="/tmp"))  # postgres must traverse it
-    root.chmod(0o755)
-    cluster = Cluster(root, fsync=False, preload_cron=False, settings=PRIVATE_SETTINGS)
-    cluster.start()
-    try:
-        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-            conn.execute("create database shell_template")
-        subprocess.run(
-            sqitch("deploy", "--quiet", cluster.sqitch_target("shell_template")),
-            check=True,
-            capture_output=True,
-        )
-        yield PrivateCluster(cluster, "shell_template")
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
