@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from typing import Final
 
 import psycopg
 
-from qinglong.db import sqitch
 from qinglong.devdb import Cluster
 from tests.integration.db.factories import (
     activate,
@@ -31,6 +29,7 @@ from tests.integration.db.factories import (
     open_session,
     pull,
 )
+from tests.support.env import start_and_deploy
 
 LIBFAKETIME: Final = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 DAY_MS: Final = 86_400_000
@@ -75,13 +74,7 @@ def faked_clock(fsync: bool = False) -> Iterator[FakedClock]:
     }
     cluster = Cluster(root / "pg", fsync=fsync, server_env=server_env)
     try:
-        cluster.start()
-        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-            conn.execute(f"create database {DATABASE}")
-        done = subprocess.run(
-            sqitch("deploy", cluster.sqitch_target(DATABASE)), capture_output=True, text=True, check=False, timeout=600
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        start_and_deploy(cluster, DATABASE)
         yield FakedClock(cluster, offset)
     finally:
         cluster.stop()
