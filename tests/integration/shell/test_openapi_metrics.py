@@ -154,4 +154,4 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
 
         async with admin.get(shell.admin_url + "/healthz") as resp:
             assert resp.status == 200
-            assert json.loads(await resp.read()) == {"status": "ok"}
+            assert json.loads(await resp.read()) == {"status": "ok", "warnings": []}
