@@ -52,7 +52,7 @@ TABLES = ("runs", "run_attempts", "run_leases", "offers", "run_events", "worker_
 Row = dict[str, Any]
 
 
-def _one(conn: psycopg.Connection[Any], query: str, args: tuple[Any, ...] = ()) -> Any:
+def scalar(conn: psycopg.Connection[Any], query: str, args: tuple[Any, ...] = ()) -> Any:
     row = conn.execute(query, args).fetchone()
     assert row is not None
     return row[0]
@@ -62,13 +62,13 @@ def _dsn(dsn: str, **changes: str) -> str:
     return conninfo.make_conninfo(dsn, **changes)
 
 
-class _Fixture:
+class Fixture:
     """A task of pool `cost` and enrolled Workers (each with one open session of the given capacity)."""
 
     def __init__(self, admin: psycopg.Connection[Any], runtime: psycopg.Connection[Any]) -> None:
         self.admin, self.runtime = admin, runtime
-        project = _one(admin, "select ql_api.project_create_v1(%s)", (f"cost-{uuid.uuid4().hex[:8]}",))
-        task = _one(
+        project = scalar(admin, "select ql_api.project_create_v1(%s)", (f"cost-{uuid.uuid4().hex[:8]}",))
+        task = scalar(
             admin,
             "select ql_api.task_create_v1(%s, %s, %s)",
             (project["projectId"], "cost-task", Jsonb({"argv": ["true"], "pool": POOL})),
@@ -77,13 +77,13 @@ class _Fixture:
 
     def worker(self, capacity: int) -> tuple[str, str]:
         worker_id, fingerprint = str(uuid.uuid4()), os.urandom(32)
-        enrolled = _one(
+        enrolled = scalar(
             self.admin,
             "select ql_api.worker_enroll_v1(%s, %s, %s, %s)",
             (worker_id, f"cost-{worker_id[:8]}", POOL, fingerprint),
         )
         assert enrolled["status"] == "enrolled", enrolled
-        opened = _one(
+        opened = scalar(
             self.runtime,
             "select ql_api.worker_session_open_v1(%s, 1, %s, %s)",
             (worker_id, fingerprint, capacity),
@@ -109,7 +109,9 @@ class _Fixture:
 One = Callable[[psycopg.Connection[Any], str, tuple[Any, ...]], Any]
 
 
-def _started(rt: psycopg.Connection[Any], worker: str, session: str, one: One = _one) -> tuple[tuple[Any, ...], int]:
+def started_attempt(
+    rt: psycopg.Connection[Any], worker: str, session: str, one: One = scalar
+) -> tuple[tuple[Any, ...], int]:
     """Pull and ACK starting and running: the fence arguments and the Lease version."""
     digest = hashlib.sha256(os.urandom(32)).digest()
     pulled = one(rt, PULL, (worker, session, digest))
@@ -123,8 +125,8 @@ def _started(rt: psycopg.Connection[Any], worker: str, session: str, one: One = 
     return fence, int(running["snapshot"]["leaseVersion"])
 
 
-def _lifecycle(rt: psycopg.Connection[Any], worker: str, session: str, one: One = _one) -> None:
-    fence, version = _started(rt, worker, session, one)
+def one_lifecycle(rt: psycopg.Connection[Any], worker: str, session: str, one: One = scalar) -> None:
+    fence, version = started_attempt(rt, worker, session, one)
     renewed = one(rt, RENEW, (worker, session, *fence, version))
     assert renewed["status"] == "renewed", renewed
     done = one(rt, COMPLETE, (worker, session, *fence, renewed["leaseVersion"]))
@@ -160,7 +162,7 @@ def _relation_locks(rt: psycopg.Connection[Any], worker: str, session: str) -> l
 
     def counted(conn: psycopg.Connection[Any], query: str, args: tuple[Any, ...]) -> Any:
         with conn.transaction():
-            answer = _one(conn, query, args)
+            answer = scalar(conn, query, args)
             locks, shared = conn.execute(
                 "select count(distinct relation), count(*) filter (where not fastpath) from pg_locks"
                 " where pid = pg_backend_pid() and locktype = 'relation'"
@@ -168,7 +170,7 @@ def _relation_locks(rt: psycopg.Connection[Any], worker: str, session: str) -> l
         found.append((query.split("(")[0].removeprefix("select ql_api."), int(locks), int(shared)))
         return answer
 
-    _lifecycle(rt, worker, session, counted)
+    one_lifecycle(rt, worker, session, counted)
     return found
 
 
@@ -209,7 +211,7 @@ class _Counters:
 
     def delta(self) -> Row:
         end = self._read()
-        wal = _one(self.admin, "select pg_wal_lsn_diff(%s, %s)", (end["lsn"], self.start["lsn"]))
+        wal = scalar(self.admin, "select pg_wal_lsn_diff(%s, %s)", (end["lsn"], self.start["lsn"]))
         tables = {name: [end["tables"][name][i] - self.start["tables"][name][i] for i in (0, 1)] for name in TABLES}
         return {
             "wal_bytes": float(wal),
@@ -225,7 +227,7 @@ class _Counters:
 def _statements(admin: psycopg.Connection[Any]) -> tuple[int, int] | None:
     """(inner statements, ql_api calls) pg_stat_statements counted since its reset; None without it. Inner
     statements run as the functions' owner (security definer), so every nested statement counts."""
-    if _one(admin, "select count(*) from pg_extension where extname = 'pg_stat_statements'") == 0:
+    if scalar(admin, "select count(*) from pg_extension where extname = 'pg_stat_statements'") == 0:
         return None
     row = admin.execute(
         "select coalesce(sum(calls) filter (where not toplevel), 0)::bigint,"
@@ -238,7 +240,7 @@ def _statements(admin: psycopg.Connection[Any]) -> tuple[int, int] | None:
 
 def _next_multixact(admin: psycopg.Connection[Any]) -> int:
     admin.execute("checkpoint")
-    return int(_one(admin, "select next_multixact_id::text::bigint from pg_control_checkpoint()"))
+    return int(scalar(admin, "select next_multixact_id::text::bigint from pg_control_checkpoint()"))
 
 
 def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
@@ -254,27 +256,27 @@ def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
         if has_pgss:
             rt.execute("set pg_stat_statements.track = 'all'")
         rt.execute("set role ql_runtime")
-        fix = _Fixture(admin, rt)
+        fix = Fixture(admin, rt)
         worker, session = fix.worker(1)
         fix.queue(count * 9 // 4 + history + 1)
         for _ in range(history):  # the statistics then know Attempts, Leases, Offers and events
-            _lifecycle(rt, worker, session)
+            one_lifecycle(rt, worker, session)
         admin.execute("vacuum analyze")  # (cached plans are made again after it)
         for _ in range(count):  # warm: cached plans, pages already written since the checkpoint below
-            _lifecycle(rt, worker, session)
+            one_lifecycle(rt, worker, session)
         if has_pgss:
             admin.execute("select pg_stat_statements_reset()")
         counters = _Counters(admin, rt)
         for _ in range(count):
-            _lifecycle(rt, worker, session)
+            one_lifecycle(rt, worker, session)
         d = counters.delta()
         stmts = _statements(admin) if has_pgss else None
         inner = _inner(admin) if has_pgss else []
         locks = _relation_locks(rt, worker, session)
-        fence, _ = _started(rt, worker, session)
+        fence, _ = started_attempt(rt, worker, session)
         loop_us = _fence_loop_us(admin, worker, session, fence)
-        run_indexes = _one(admin, "select count(*) from pg_index where indrelid = 'ql.runs'::regclass")
-        event_partitions = _one(admin, "select count(*) from pg_inherits where inhparent = 'ql.run_events'::regclass")
+        run_indexes = scalar(admin, "select count(*) from pg_index where indrelid = 'ql.runs'::regclass")
+        event_partitions = scalar(admin, "select count(*) from pg_inherits where inhparent = 'ql.run_events'::regclass")
     out: Row = {k: v / count for k, v in d.items() if k != "updates_hot_by_table"}
     out["updates_hot_by_table"] = {k: [v[0] / count, v[1] / count] for k, v in d["updates_hot_by_table"].items()}
     if stmts is not None:
@@ -304,7 +306,7 @@ def _pgbench_wal(dsn: str, transactions: int) -> Row:
     renewals' pages were: the steady state, not the first touch after a checkpoint."""
     info = conninfo.conninfo_to_dict(dsn)
     with psycopg.connect(_dsn(dsn, dbname="postgres"), autocommit=True) as conn:
-        if _one(conn, "select count(*) from pg_database where datname = 'pgbench'") == 0:
+        if scalar(conn, "select count(*) from pg_database where datname = 'pgbench'") == 0:
             conn.execute("create database pgbench")
     base = [str(server_bindir() / "pgbench"), "-h", str(info.get("host")), "-p", str(info.get("port", 5432))]
     base += ["-U", str(info.get("user", "postgres"))]
@@ -336,15 +338,15 @@ def renewal(dsn: str, count: int = RENEWALS) -> Row:
         psycopg.connect(dsn, autocommit=True) as admin,
         psycopg.connect(_dsn(dsn, user="ql_runtime"), autocommit=True) as rt,
     ):
-        fix = _Fixture(admin, rt)
+        fix = Fixture(admin, rt)
         worker, session = fix.worker(1)
         fix.queue(1)
-        fence, version = _started(rt, worker, session)
+        fence, version = started_attempt(rt, worker, session)
 
         def renew_n(n: int) -> None:
             nonlocal version
             for _ in range(n):
-                renewed = _one(rt, RENEW, (worker, session, *fence, version))
+                renewed = scalar(rt, RENEW, (worker, session, *fence, version))
                 assert renewed["status"] == "renewed", renewed
                 version = int(renewed["leaseVersion"])
 
@@ -371,10 +373,10 @@ def multixacts(dsn: str, connections: int = SOAK_CONNECTIONS, renewals: int = SO
         psycopg.connect(dsn, autocommit=True) as admin,
         psycopg.connect(_dsn(dsn, user="ql_runtime"), autocommit=True) as rt,
     ):
-        fix = _Fixture(admin, rt)
+        fix = Fixture(admin, rt)
         worker, session = fix.worker(connections)
         fix.queue(connections)
-        started = [_started(rt, worker, session) for _ in range(connections)]
+        started = [started_attempt(rt, worker, session) for _ in range(connections)]
         errors: list[BaseException] = []
         barrier = threading.Barrier(connections)
 
@@ -385,7 +387,7 @@ def multixacts(dsn: str, connections: int = SOAK_CONNECTIONS, renewals: int = SO
                         v = version
                         barrier.wait()
                         for _ in range(renewals):
-                            renewed = _one(conn, RENEW, (worker, session, *fence, v))
+                            renewed = scalar(conn, RENEW, (worker, session, *fence, v))
                             assert renewed["status"] == "renewed", renewed
                             v = int(renewed["leaseVersion"])
                 except BaseException as exc:  # reported below
@@ -423,7 +425,7 @@ def retry_scan(dsn: str, waiting: int = 100_000) -> Row:
             plans.append(json.loads(text.split("plan:", 1)[1]))
 
     with psycopg.connect(dsn, autocommit=True) as admin:
-        fix = _Fixture(admin, admin)
+        fix = Fixture(admin, admin)
         admin.execute(
             "insert into ql.runs (project_id, task_id, task_revision_id, pool, status, queued_at_ms, created_at_ms,"
             "                     retry_at_ms)"
@@ -440,7 +442,7 @@ def retry_scan(dsn: str, waiting: int = 100_000) -> Row:
                                ("log_level", "notice")):  # fmt: skip
             admin.execute(f"set auto_explain.{setting} = {value}")
         admin.execute("set role ql_scheduler")
-        answer = _one(admin, "select ql_api.lease_expiry_reconcile_v1(128, 0)")
+        answer = scalar(admin, "select ql_api.lease_expiry_reconcile_v1(128, 0)")
         admin.execute("reset role")
         admin.execute("delete from ql.runs where pool = %s and status = 'retry_wait'", (POOL,))
 

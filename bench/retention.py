@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import psycopg
 
-from bench.lifecycle_cost import _Fixture, _lifecycle, _one, _started
+from bench.lifecycle_cost import Fixture, one_lifecycle, scalar, started_attempt
 from bench.report import Result, fmt, percentile, record_json, table
 from tests.support.clock import converge, faked_clock, lifecycle
 from tests.support.env import Env
@@ -78,7 +78,7 @@ def _seed_old(admin: psycopg.Connection[Any], revision: str, worker: str, sessio
 class _Writers:
     """WRITERS threads running whole lifecycles through ql_api as ql_runtime, every call timed (ms, with its start)."""
 
-    def __init__(self, dsn: str, fixture: _Fixture) -> None:
+    def __init__(self, dsn: str, fixture: Fixture) -> None:
         self.calls: list[tuple[float, float]] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
@@ -89,7 +89,7 @@ class _Writers:
 
     def _timed(self, conn: psycopg.Connection[Any], query: str, args: tuple[Any, ...] = ()) -> Any:
         began = time.monotonic()
-        answer = _one(conn, query, args)
+        answer = scalar(conn, query, args)
         with self._lock:
             self.calls.append((began, (time.monotonic() - began) * 1000))
         return answer
@@ -98,7 +98,7 @@ class _Writers:
         try:
             with psycopg.connect(dsn, autocommit=True) as rt:
                 while not self._stop.is_set():
-                    _lifecycle(rt, worker, session, self._timed)
+                    one_lifecycle(rt, worker, session, self._timed)
         except BaseException as exc:  # reported by stop()
             self.errors.append(exc)
 
@@ -169,7 +169,7 @@ def _cycles(env: Env) -> tuple[list[dict[str, Any]], list[str]]:
     return cycles, sorted(before - after)
 
 
-def _append_growth(env: Env, fixture: _Fixture, snapshot: bool) -> tuple[float, float]:
+def _append_growth(env: Env, fixture: Fixture, snapshot: bool) -> tuple[float, float]:
     """Mean ms of the first and of the last 500 appends to one stream (1 KiB each, trimming from the 129th on) while
     another connection holds a repeatable-read snapshot open (or, for comparison, does not)."""
     with psycopg.connect(env.dsn(DATABASE), autocommit=True) as admin:
@@ -181,7 +181,7 @@ def _append_growth(env: Env, fixture: _Fixture, snapshot: bool) -> tuple[float, 
         psycopg.connect(env.dsn(DATABASE, "ql_runtime"), autocommit=True) as rt,
         psycopg.connect(env.dsn(DATABASE), autocommit=True) as holder,
     ):
-        fence, _ = _started(rt, worker, session)
+        fence, _ = started_attempt(rt, worker, session)
         with holder.transaction():
             if snapshot:
                 holder.execute("set transaction isolation level repeatable read")
@@ -189,7 +189,7 @@ def _append_growth(env: Env, fixture: _Fixture, snapshot: bool) -> tuple[float, 
             data = os.urandom(APPEND_BYTES)
             for k in range(APPENDS):
                 began = time.perf_counter()
-                answer = _one(rt, APPEND, (worker, session, *fence, k * APPEND_BYTES, data))
+                answer = scalar(rt, APPEND, (worker, session, *fence, k * APPEND_BYTES, data))
                 durations.append((time.perf_counter() - began) * 1000)
                 assert answer["status"] == "appended", answer
     trimming = durations[(65536 * 2) // APPEND_BYTES :]
@@ -224,7 +224,7 @@ def run(env: Env, old_runs: int) -> Result:
         psycopg.connect(env.dsn(DATABASE), autocommit=True) as admin,
         psycopg.connect(env.dsn(DATABASE, "ql_runtime"), autocommit=True) as runtime,
     ):
-        fixture = _Fixture(admin, runtime)
+        fixture = Fixture(admin, runtime)
         worker, session = fixture.worker(1)
         began = time.monotonic()
         _seed_old(admin, fixture.revision, worker, session, old_runs, old_ms)

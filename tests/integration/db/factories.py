@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 FIXED_EXECUTOR = "00000000-0000-4000-8000-000000000001"
 CERT = "cert"
@@ -253,3 +255,17 @@ def event_types(conn: psycopg.Connection[Any], run: uuid.UUID) -> list[str]:
         r[0]
         for r in conn.execute("select type from ql.run_events where run_id = %s order by sequence", (run,)).fetchall()
     ]
+
+
+def await_lock_wait(
+    observer: psycopg.Connection[Any], condition: str, args: tuple[Any, ...] = (), within_s: float = 10.0
+) -> None:
+    """Until a backend of this database waits for a lock and matches `condition` (SQL over pg_stat_activity)."""
+    query = sql.SQL(
+        "select exists (select from pg_stat_activity where datname = current_database()"
+        " and wait_event_type = 'Lock' and {})"
+    ).format(sql.SQL(condition))  # the caller's own SQL (a test's literal), never input
+    deadline = time.monotonic() + within_s
+    while observer.execute(query, args).fetchone() != (True,):
+        assert time.monotonic() < deadline, f"no backend waited for a lock ({condition})"
+        time.sleep(0.01)

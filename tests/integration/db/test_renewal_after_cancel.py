@@ -10,7 +10,6 @@ ql_runtime).
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Final
 
 import psycopg
@@ -19,6 +18,7 @@ import pytest
 from tests.conftest import Database
 from tests.integration.db.factories import (
     activate,
+    await_lock_wait,
     call,
     make_project,
     make_revision,
@@ -31,17 +31,6 @@ from tests.integration.db.factories import (
 pytestmark = [pytest.mark.db, pytest.mark.race]
 
 RENEW: Final = "ql_api.attempt_lease_control_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-
-
-def waiting_pid(admin: psycopg.Connection[Any], pid: int, deadline_s: float = 10.0) -> None:
-    """Until the backend `pid` waits for a lock (the Lease row)."""
-    until = time.monotonic() + deadline_s
-    while time.monotonic() < until:
-        row = admin.execute("select wait_event_type from pg_stat_activity where pid = %s", (pid,)).fetchone()
-        if row is not None and row[0] == "Lock":
-            return
-        time.sleep(0.01)
-    raise AssertionError("the renewal never waited for the Lease row")
 
 
 def test_a_renewal_answering_after_a_committed_cancel_says_stop_requested(database: Database) -> None:
@@ -64,7 +53,7 @@ def test_a_renewal_answering_after_a_committed_cancel_says_stop_requested(databa
                 target=lambda: answers.append(call(renewer, RENEW, (*worker.head, *offer.fence, version)))
             )
             thread.start()
-            waiting_pid(admin, pid)
+            await_lock_wait(admin, "pid = %s", (pid,))  # the renewal waits for the Lease row
             with admin.transaction():
                 cur = admin.execute(
                     "select ql.run_cancel_intent(%s, 'user', 'system', null, ql.now_ms())", (offer.run_id,)

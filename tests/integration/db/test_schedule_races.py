@@ -28,6 +28,7 @@ import pytest
 from tests.conftest import Database
 from tests.integration.db.factories import (
     acall,
+    await_lock_wait,
     call,
     duplicate_events,
     make_project,
@@ -276,14 +277,7 @@ def test_a_change_waiting_for_a_scheduler_pass_finds_the_due_fire_time_handled(d
                 return change_to_daily(operator, task)
 
         changed = pool.submit(change)
-        deadline = time.monotonic() + 10
-        waiting = (
-            "select count(*) > 0 from pg_stat_activity where datname = current_database()"
-            " and wait_event_type = 'Lock' and query like '%task_schedule_set_v1%'"
-        )
-        while observer.execute(waiting).fetchone() != (True,):
-            assert time.monotonic() < deadline, "the change never waited for the pass's row lock"
-            time.sleep(0.02)
+        await_lock_wait(observer, "query like '%%task_schedule_set_v1%%'")  # the change waits for the pass's row lock
         sched.commit()
         assert changed.result(timeout=10)["status"] == "set"
         one_fire(observer, task, fire_at)
