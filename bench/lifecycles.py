@@ -346,6 +346,7 @@ def report(
         "sql": via_sql.rate,
         "lifecycle_pg_us": pg_us(via_sql),
         "job_pg_us": pg_us(fetch8),
+        "shell_us": via_shell.cpu["shell"] / via_shell.rate * 1e6 if via_shell.cpu and via_shell.rate else None,
         "contended": contended(via_sql.cpu) or contended(fetch8.cpu),
         "wal_per_lifecycle": sql_wal,
         "wal_per_job": peer_wal,

@@ -42,6 +42,9 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "lifecycle_pgcpu_over_procrastinate": (
         2.5, False, "PostgreSQL CPU of a lifecycle (5 calls, SQL) over a Procrastinate job's fetch + finish"),
     "tx_pgcpu_over_procrastinate": (1.0, False, "the same per transaction (5 against 2)"),
+    "wal_per_lifecycle_over_procrastinate": (
+        2.5, False, "WAL bytes of a lifecycle (5 calls, SQL) over a Procrastinate job's fetch + finish"),
+    "shell_cpu_us_per_lifecycle": (1500.0, False, "shell CPU µs per lifecycle (5 HTTPS calls), 8 Workers"),
     "shell_cpu_us_per_renewal": (300.0, False, "shell CPU µs per renewal, 128 Workers through the shell"),
     "wal_per_renewal_over_pgbench": (
         1.0, False, "WAL bytes per renewal over WAL bytes per pgbench transaction (pg_stat_statements)"),
@@ -155,6 +158,10 @@ def figures(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> dict[str
     if b and b["lifecycle_pg_us"] and b["job_pg_us"]:
         out["lifecycle_pgcpu_over_procrastinate"] = b["lifecycle_pg_us"] / b["job_pg_us"]
         out["tx_pgcpu_over_procrastinate"] = (b["lifecycle_pg_us"] / 5) / (b["job_pg_us"] / 2)
+    if b:
+        wal = b["wal_per_lifecycle"] / b["wal_per_job"] if b["wal_per_job"] else math.nan
+        out["wal_per_lifecycle_over_procrastinate"] = None if math.isnan(wal) else wal
+        out["shell_cpu_us_per_lifecycle"] = b["shell_us"]
     if h:
         out["multixacts_per_renewal"] = h["soak"]["multixacts_per_renewal"]
         out["retry_scan_buffers_100k_waiting"] = h["retry"]["scan_buffers"]
