@@ -47,7 +47,7 @@ PULL = "select ql_api.offer_pull_v1(%s, %s, 1, %s)"
 ACTIVATE = "select ql_api.attempt_activation_v1(%s, %s, %s, 1, %s, %s, %s, %s, %s, %s, null)"
 RENEW = "select ql_api.attempt_lease_control_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s)"
 COMPLETE = "select ql_api.attempt_complete_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s, 0, null, '[]'::jsonb)"
-TABLES = ("runs", "run_attempts", "run_leases", "offers", "run_events", "worker_sessions")
+TABLES = ("runs", "run_attempts", "run_leases", "run_events", "worker_sessions")
 
 Row = dict[str, Any]
 

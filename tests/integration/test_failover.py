@@ -278,7 +278,10 @@ def build_world(primary: Node) -> World:
             "update ql.run_leases set expires_at_ms = ql.now_ms() - 60000 where attempt_id = %s",
             (offer["attemptId"],),
         )
-        admin.execute("update ql.offers set expires_at_ms = ql.now_ms() - 60000 where id = %s", (offer["offerId"],))
+        admin.execute(
+            "update ql.run_attempts set offer_expires_at_ms = ql.now_ms() - 60000 where offer_id = %s",
+            (offer["offerId"],),
+        )
     return World(
         project=project,
         subject=subject,

@@ -290,8 +290,8 @@ class Leaks:
         """A Worker of another pool, with its own valid session, sends a starting ACK for every live Attempt."""
         with psycopg.connect(self.dsn()) as conn:
             live = conn.execute(
-                "select r.project_id, a.run_id, a.id, o.id, l.lease_generation from ql.run_attempts a"
-                " join ql.runs r on r.id = a.run_id join ql.offers o on o.attempt_id = a.id"
+                "select r.project_id, a.run_id, a.id, a.offer_id, l.lease_generation from ql.run_attempts a"
+                " join ql.runs r on r.id = a.run_id"
                 " join ql.run_leases l on l.attempt_id = a.id where a.status in ('starting', 'running')"
             ).fetchall()
         creds = FileCredentials(self.stale_certs.certificate, self.stale_certs.key, self.env.ca())

@@ -27,9 +27,12 @@ as $$
 -- later page, and no Run is skipped or repeated. The cursor is opaque to the client: base64url (no
 -- padding) of the last row's created_at_ms (8 bytes, big-endian) and id (16 bytes), 32 characters;
 -- nextCursor is null on the last page. A page holds p_limit (1..100, NULL = 50) Runs.
--- Each filter combination is one range scan of its index (ql/run_history_indexes); the statement is
--- built from fixed fragments for the filters given (values travel as parameters, never as text), so
--- each call is planned with its own filters. Another Project's Runs are never read.
+-- Each page is index range scans (ql/run_history_indexes, ql/lifecycle_lean): no filter, runs_history_idx; a
+-- status filter, the status index (with the task, the task-and-status one); a task filter alone, the task's
+-- statuses are found first (a skip scan, one index descent each) and their ranges of the task-and-status index
+-- merged newest first (a Merge Append, each range read only as far as the page needs). The statement is built
+-- from fixed fragments for the filters given (values travel as parameters, never as text; the statuses found are
+-- literals of the domain), so each call is planned with its own filters. Another Project's Runs are never read.
 -- Per Run: its task's name, its attempt count, startedAtMs (the first Attempt's starting ACK),
 -- endedAtMs, the last Attempt's exit code and the cancel reason.
 declare
@@ -40,6 +43,8 @@ declare
   v_after_id uuid;
   v_ids uuid[];
   v_last ql.runs;
+  v_where text;
+  v_statuses text[];
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   if v_limit not between 1 and 100 then return ql.outcome('invalid', 'limit'); end if;
@@ -60,16 +65,30 @@ begin
     if v_after_ms not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'cursor'); end if;
   end if;
 
-  -- One more than the page, to know whether there is a next one.
-  execute 'select array(select r.id from ql.runs r where r.project_id = $1'
+  if p_task_id is not null and v_status is null then
+    execute 'with recursive s (status) as ('
+      || '(select r.status from ql.runs r where r.project_id = $1 and r.task_id = $2 order by r.status limit 1)'
+      || ' union all select (select r.status from ql.runs r where r.project_id = $1 and r.task_id = $2'
+      || ' and r.status > s.status order by r.status limit 1) from s where s.status is not null)'
+      || ' select array(select s.status from s where s.status is not null)'
+      into v_statuses using p_project_id, p_task_id;
+  else
+    v_statuses := array[v_status];  -- one range: of the status, or (NULL) of every status
+  end if;
+  v_where := ' where r.project_id = $1'
     || case when p_task_id is not null then ' and r.task_id = $2' else '' end
-    || case when v_status is not null then ' and r.status = $3' else '' end
-    || case when p_since_ms is not null then ' and r.created_at_ms >= $4' else '' end
-    || case when p_until_ms is not null then ' and r.created_at_ms < $5' else '' end
-    || case when p_cursor is not null then ' and (r.created_at_ms, r.id) < ($6, $7)' else '' end
-    || ' order by r.created_at_ms desc, r.id desc limit $8)'
+    || case when p_since_ms is not null then ' and r.created_at_ms >= $3' else '' end
+    || case when p_until_ms is not null then ' and r.created_at_ms < $4' else '' end
+    || case when p_cursor is not null then ' and (r.created_at_ms, r.id) < ($5, $6)' else '' end;
+  -- One more than the page, to know whether there is a next one.
+  execute 'select array(select u.id from ('
+    || coalesce((select string_agg('(select r.id, r.created_at_ms from ql.runs r' || v_where
+                                   || coalesce(' and r.status = ' || quote_literal(st::ql.run_status), '')
+                                   || ' order by r.created_at_ms desc, r.id desc limit $7)', ' union all ')
+                   from unnest(v_statuses) st), 'select null::uuid as id, null::bigint as created_at_ms where false')
+    || ') u order by u.created_at_ms desc, u.id desc limit $7)'
     into v_ids
-    using p_project_id, p_task_id, v_status::text, p_since_ms, p_until_ms, v_after_ms, v_after_id, v_limit + 1;
+    using p_project_id, p_task_id, p_since_ms, p_until_ms, v_after_ms, v_after_id, v_limit + 1;
 
   if cardinality(v_ids) > v_limit then
     select * into v_last from ql.runs r where r.id = v_ids[v_limit];

@@ -57,12 +57,11 @@ begin
   end if;
 
   -- Identity (immutable columns, no locks yet). An offer made to another Worker does not exist for this one.
-  select o.worker_id,
-         o.attempt_id = p_attempt_id
-         and exists (select 1 from ql.run_attempts a join ql.runs r on r.id = a.run_id
-                      where a.id = p_attempt_id and r.id = p_run_id and r.project_id = p_project_id)
+  select a.worker_id,
+         a.id = p_attempt_id
+         and exists (select 1 from ql.runs r where r.id = a.run_id and r.id = p_run_id and r.project_id = p_project_id)
     into v_offer_worker, v_identity
-    from ql.offers o where o.id = p_offer_id;
+    from ql.run_attempts a where a.offer_id = p_offer_id;
   if v_offer_worker is null or v_offer_worker <> p_worker_id then
     outcome := ql.outcome('not_found', 'offer');
     return;

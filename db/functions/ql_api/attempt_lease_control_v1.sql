@@ -19,8 +19,8 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
--- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease and
--- Attempt version +1 and a new expiry from database time. Then, in the same transaction:
+-- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease version +1 and a new
+-- expiry from database time (the Attempt's own version stays: decision 0020). Then, in the same transaction:
 --   an existing cancel intent            → stop_requested with its reason (the renewal gives the
 --                                          Worker time to stop and complete);
 --   the pinned deadline passed, no intent → write the timeout intent (cancel_requested_at_ms,
@@ -36,7 +36,7 @@ as $$
 -- any other old version, expired Lease, token mismatch and state drift are fenced with a reason and
 -- change nothing.
 -- The fast path, the common renewal: after the Attempt's advisory lock (which every writer of an Attempt or
--- its Lease takes first), ONE statement renews the Lease and bumps the Attempt with the whole fence and the
+-- its Lease takes first), ONE statement renews the Lease with the whole fence and the
 -- renewal's own conditions in its WHERE — offer, identity, live unexpired session of this Worker and
 -- generation, lease generation, token digest, live Attempt, expected version, unexpired Lease, no deadline
 -- to act on — reading the session and the Run without locking them (no shared row locks: concurrent renewals
@@ -61,18 +61,16 @@ begin
   with renewed as (
     update ql.run_leases l
        set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
-      from ql.offers o, ql.run_attempts a, ql.runs r, ql.worker_sessions s, ql.settings st
+      from ql.run_attempts a, ql.runs r, ql.worker_sessions s, ql.settings st
      where l.attempt_id = p_attempt_id and l.lease_generation = p_lease_generation
        and l.token_digest = p_token_digest and l.version = p_expected_version and l.expires_at_ms > v_now
-       and o.id = p_offer_id and o.attempt_id = l.attempt_id and o.worker_id = p_worker_id
-       and a.id = l.attempt_id and a.worker_generation = p_worker_generation
+       and a.id = l.attempt_id and a.offer_id = p_offer_id and a.worker_id = p_worker_id
+       and a.worker_generation = p_worker_generation
        and a.status in ('claimed', 'starting', 'running')
        and r.id = a.run_id and r.id = p_run_id and r.project_id = p_project_id
        and (r.cancel_requested_at_ms is not null or a.deadline_at_ms is null or a.deadline_at_ms > v_now)
        and s.id = p_session_id and ql.session_fence(s, p_worker_id, p_worker_generation, v_now) is null
     returning l.attempt_id, l.version, l.expires_at_ms, a.deadline_at_ms, r.cancel_reason, r.cancel_requested_at_ms
-  ), bumped as (
-    update ql.run_attempts a set version = a.version + 1 from renewed where a.id = renewed.attempt_id
   )
   select n.version, n.expires_at_ms, n.deadline_at_ms, n.cancel_reason, n.cancel_requested_at_ms
     into v_lease.version, v_lease.expires_at_ms, v_attempt.deadline_at_ms, v_run.cancel_reason,
@@ -106,7 +104,6 @@ begin
         from ql.settings st
        where l.attempt_id = p_attempt_id
       returning l.* into v_lease;
-      update ql.run_attempts a set version = a.version + 1 where a.id = p_attempt_id;
     end if;
     if v_run.cancel_requested_at_ms is null and v_attempt.deadline_at_ms <= v_now then   -- renewal or replay
       perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, v_now);

@@ -25,9 +25,11 @@ as $$
 -- moved to queued by ql.run_requeue (event run.requeued, actor system), the same move convergence
 -- makes for a due retry no pull took first. A retry that loses to an older queued Run stays locked
 -- until this transaction ends (a concurrent pull skips it meanwhile) and is otherwise untouched.
--- Creates the Attempt (claimed), its Lease (generation = attempt number, version 1, the token's
--- SHA-256 only, expiry = offer expiry) and the Offer; the Run stays queued until the starting ACK. The
--- claim is one write of the Run (current Attempt, count and the attempt.claimed event's sequence).
+-- Creates the Attempt (claimed; the offer is its columns: offer id, session, expiry, pull id) and its Lease
+-- (generation = attempt number, version 1, the token's SHA-256 only, expiry = offer expiry); the Run stays
+-- queued until the starting ACK. The claim is one write of the Run (current Attempt, count and the
+-- attempt.claimed event's sequence), a HOT update: no index of ql.runs names those columns (ql/lifecycle_lean),
+-- so a claimed Run stays in ql.runs_offerable_idx until its starting ACK and later pulls skip it by its row.
 -- The shell makes the raw token and passes only its digest; the token never reaches the database.
 -- offeredAtMs is the database time of this answer: the Worker's first local Lease expiry is its
 -- pull's send instant + leaseExpiresAtMs - offeredAtMs (never later than the database's).
@@ -48,7 +50,6 @@ declare
   v_signature jsonb;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
-  v_offer ql.offers;
   v_sequence bigint;
   v_fence jsonb;
 begin
@@ -70,11 +71,11 @@ begin
   select w.pool into v_pool from ql.workers w
    where w.id = p_worker_id and w.status = 'active' and w.generation = p_worker_generation;
   if v_pool is null then return ql.outcome('fenced', 'worker_disabled'); end if;
-  select * into v_offer from ql.offers o where o.worker_id = p_worker_id and o.pull_id = p_pull_id;
+  select * into v_attempt from ql.run_attempts a where a.worker_id = p_worker_id and a.pull_id = p_pull_id;
   if found then   -- the replay of a pull whose answer was lost: never a second claim
-    perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(v_offer.attempt_id));
-    select * into v_attempt from ql.run_attempts a where a.id = v_offer.attempt_id for no key update;
-    select * into v_lease from ql.run_leases l where l.attempt_id = v_offer.attempt_id for no key update;
+    perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(v_attempt.id));
+    select * into v_attempt from ql.run_attempts a where a.id = v_attempt.id for no key update;
+    select * into v_lease from ql.run_leases l where l.attempt_id = v_attempt.id for no key update;
     v_now := ql.now_ms();
     if v_attempt.status <> 'claimed' or v_lease.version <> 1 or v_lease.expires_at_ms <= v_now then
       return ql.outcome('empty', 'pull_spent');
@@ -111,16 +112,15 @@ begin
 
     v_now := ql.now_ms();
 
-    insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms)
-    values (v_run.id, v_run.attempt_count + 1, 'claimed', p_worker_id, p_worker_generation,
-            gen_random_uuid(), v_now)
+    insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms,
+                                 session_id, offer_expires_at_ms, pull_id)
+    select v_run.id, v_run.attempt_count + 1, 'claimed', p_worker_id, p_worker_generation, gen_random_uuid(), v_now,
+           p_session_id, v_now + st.offer_ttl_ms, p_pull_id
+      from ql.settings st
     returning * into v_attempt;
     insert into ql.run_leases (attempt_id, lease_generation, token_digest, renewed_at_ms, expires_at_ms)
-    select v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_now + st.offer_ttl_ms from ql.settings st
+    values (v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_attempt.offer_expires_at_ms)
     returning * into v_lease;
-    insert into ql.offers (id, attempt_id, worker_id, session_id, created_at_ms, expires_at_ms, pull_id)
-    values (v_attempt.offer_id, v_attempt.id, p_worker_id, p_session_id, v_now, v_lease.expires_at_ms, p_pull_id)
-    returning * into v_offer;
     update ql.runs r
        set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no,
            version = r.version + 1, event_sequence = r.event_sequence + 1
@@ -129,14 +129,14 @@ begin
     perform ql.run_event_insert(
       v_run.id, v_sequence, v_run.created_at_ms, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
       jsonb_build_object('attemptNo', v_attempt.attempt_no, 'workerId', p_worker_id,
-                         'offerId', v_offer.id, 'offerExpiresAtMs', v_offer.expires_at_ms),
+                         'offerId', v_attempt.offer_id, 'offerExpiresAtMs', v_attempt.offer_expires_at_ms),
       v_now, 'attempt.claimed:' || v_attempt.id::text);
   end if;
 
   select t.plan_json, t.plan_signature into strict v_plan, v_signature
     from ql.task_execution_revisions t where t.id = v_run.task_revision_id;
   return jsonb_build_object('status', 'offered', 'offer', jsonb_build_object(
-    'offerId', v_offer.id,
+    'offerId', v_attempt.offer_id,
     'projectId', v_run.project_id,
     'runId', v_run.id,
     'attemptId', v_attempt.id,
@@ -145,7 +145,7 @@ begin
     'leaseVersion', v_lease.version,
     'offeredAtMs', v_now,
     'leaseExpiresAtMs', v_lease.expires_at_ms,
-    'offerExpiresAtMs', v_offer.expires_at_ms,
+    'offerExpiresAtMs', v_attempt.offer_expires_at_ms,
     'plan', v_plan)
     || case when v_signature is null then '{}'::jsonb else jsonb_build_object('planSignature', v_signature) end);
 end;

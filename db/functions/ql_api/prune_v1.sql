@@ -1,5 +1,5 @@
 -- ql_api.prune_v1: one bounded page of Run retention (docs/decisions/0009-retention.md).
--- Lock order: runs, then its Attempts' rows, artifacts, leases, offers, secret receipts; then sessions; then mutations;
+-- Lock order: runs, then its Attempts' rows, artifacts, leases, secret receipts; then sessions; then mutations;
 --   then bundles (FOR UPDATE SKIP LOCKED; their chunks go by cascade); then schedule fire times (no lock: never changed).
 create or replace function ql_api.prune_v1(p_limit integer)
 returns jsonb
@@ -10,7 +10,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 -- With ql.settings.run_retention_days NULL steps 1 to 3 and 5 do nothing; otherwise the cutoff is now minus that many days, and:
 -- 1. at most p_limit terminal Runs that ended before the cutoff, oldest first (ql.runs_ended_idx), none of whose
---    Attempts is live, are deleted with everything of theirs: their Attempts' artifacts, Leases, offers and secret receipts, the
+--    Attempts is live, are deleted with everything of theirs: their Attempts' artifacts, Leases and secret receipts, the
 --    Attempts (their output goes with them, ON DELETE CASCADE) and the Runs. Their events stay in ql.run_events
 --    until ql_api.retention_maintain_v1 drops the whole partition: nobody deletes an event row.
 --    A Lease is kept as long as its Run: the replays of an ended Attempt (attempt_complete_v1's already_completed,
@@ -60,7 +60,6 @@ begin
         from (select a.id from ql.run_attempts a where a.run_id = any (v_runs) for update) a;
       delete from ql.artifacts x where x.attempt_id = any (v_attempts);
       delete from ql.run_leases l where l.attempt_id = any (v_attempts);
-      delete from ql.offers o where o.attempt_id = any (v_attempts);
       delete from ql.attempt_secrets h where h.attempt_id = any (v_attempts);
       update ql.runs r set current_attempt_id = null where r.id = any (v_runs) and r.current_attempt_id is not null;
       delete from ql.run_attempts a where a.id = any (v_attempts);
@@ -70,7 +69,7 @@ begin
     delete from ql.worker_sessions s
      using (select w.id from ql.worker_sessions w
              where w.ended_at_ms < v_cutoff
-               and not exists (select 1 from ql.offers o where o.session_id = w.id)
+               and not exists (select 1 from ql.run_attempts a where a.session_id = w.id)
              limit p_limit for update skip locked) old
      where s.id = old.id;
     get diagnostics v_sessions = row_count;

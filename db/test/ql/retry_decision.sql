@@ -17,8 +17,10 @@ declare
   v_result text;
 begin
   delete from ql.run_attempts where run_id = p_run;
-  insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms, ended_at_ms)
-  select p_run, n, case when n <= p_abandoned then 'abandoned' else 'failed' end, v_worker, 1, gen_random_uuid(), 1, 2
+  insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms, ended_at_ms,
+                               session_id, offer_expires_at_ms)
+  select p_run, n, case when n <= p_abandoned then 'abandoned' else 'failed' end, v_worker, 1, gen_random_uuid(), 1, 2,
+         gen_random_uuid(), 1
     from generate_series(1, p_count + p_abandoned) n;
   select (d.status, d.retry_at_ms)::text into v_result
     from ql.retry_decision(pg_temp.run_after(p_run, p_count + p_abandoned), p_now) d;

@@ -202,7 +202,7 @@ select results_eq(
          :'tok', :'o1'::jsonb ->> 'leaseExpiresAtMs', :'a1'),
   'the Lease stores generation 1, the token''s SHA-256, version 1, renewed at the claim, expiring with the offer');
 select results_eq(
-  format('select o.attempt_id, o.worker_id, o.session_id, o.expires_at_ms::bigint from ql.offers o where o.id = %L', :'offer1'),
+  format('select a.id, a.worker_id, a.session_id, a.offer_expires_at_ms::bigint from ql.run_attempts a where a.offer_id = %L', :'offer1'),
   format('values (%L::uuid, %L::uuid, %L::uuid, %s::bigint)', :'a1', :'w', :'s', :'o1'::jsonb ->> 'offerExpiresAtMs'),
   'the Offer is stored for this Attempt, worker and session, with the answered expiry');
 select results_eq(
@@ -344,7 +344,7 @@ select is(ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r3'), :'pi
   'once the Attempt started, the pull id is spent: empty/pull_spent, never a second claim');
 reset role;
 select is(pg_temp.state(), :'before', 'a spent pull id changes nothing');
-select is((select count(*) from ql.offers o where o.worker_id = :'wr'), 1::bigint, 'still one offer for this Worker');
+select is((select count(*) from ql.run_attempts a where a.worker_id = :'wr'), 1::bigint, 'still one offer for this Worker');
 set local role ql_runtime;
 select is(ql_api.offer_pull_v1(:'wr', :'sr', 1, pg_temp.digest('token-r4'), gen_random_uuid()) -> 'offer' ->> 'runId', :'rr2',
   'a new pull id claims the next Run');

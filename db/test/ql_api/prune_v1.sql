@@ -14,7 +14,6 @@ return (select string_agg(t, E'\n' order by t) from (
   select 'run ' || r::text as t from ql.runs r where r.id <> p_run union all
   select 'attempt ' || a::text from ql.run_attempts a where a.run_id <> p_run union all
   select 'lease ' || l::text from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where a.run_id <> p_run union all
-  select 'offer ' || o::text from ql.offers o join ql.run_attempts a on a.id = o.attempt_id where a.run_id <> p_run union all
   select 'artifact ' || x::text from ql.artifacts x join ql.run_attempts a on a.id = x.attempt_id where a.run_id <> p_run union all
   select 'stream ' || o::text from ql.output_streams o join ql.run_attempts a on a.id = o.attempt_id where a.run_id <> p_run union all
   select 'chunk ' || o::text from ql.output_chunks o join ql.run_attempts a on a.id = o.attempt_id where a.run_id <> p_run union all
@@ -22,12 +21,11 @@ return (select string_agg(t, E'\n' order by t) from (
   select 'audit ' || s::text from ql.security_audit s union all
   select 'session ' || s::text from ql.worker_sessions s union all
   select 'mutation ' || m::text from ql.mutations m) q);
--- The rows of Run p_run in runs, run_attempts, run_leases, offers, artifacts and output.
+-- The rows of Run p_run in runs, run_attempts, run_leases, artifacts and output.
 create function pg_temp.rows_of(p_run uuid) returns bigint language sql
 return (select count(*) from ql.runs r where r.id = p_run)
      + (select count(*) from ql.run_attempts a where a.run_id = p_run)
      + (select count(*) from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where a.run_id = p_run)
-     + (select count(*) from ql.offers o join ql.run_attempts a on a.id = o.attempt_id where a.run_id = p_run)
      + (select count(*) from ql.artifacts x join ql.run_attempts a on a.id = x.attempt_id where a.run_id = p_run)
      + (select count(*) from ql.output_streams s join ql.run_attempts a on a.id = s.attempt_id where a.run_id = p_run)
      + (select count(*) from ql.output_chunks c join ql.run_attempts a on a.id = c.attempt_id where a.run_id = p_run);
@@ -89,7 +87,7 @@ update ql.settings set run_retention_days = 90;
 -- One page: A only.
 select pg_temp.others(:'a_r') as others0, pg_temp.rows_of(:'a_r') as a_rows,
        (select count(*) from ql.run_events where run_id = :'a_r') as a_events \gset
-select is(:a_rows::int, 7, 'A has a Run, an Attempt, a Lease, an offer, an artifact and an output stream and chunk');
+select is(:a_rows::int, 6, 'A has a Run, an Attempt (its offer with it), a Lease, an artifact and an output stream and chunk');
 select is(pg_temp.prune(10), pg_temp.ok(1, 0, 0), 'a page prunes the one terminal Run past retention');
 select is(pg_temp.rows_of(:'a_r'), 0::bigint, 'A''s Run, Attempts, Lease, offer, artifacts and output are gone');
 select is((select count(*) from ql.run_events where run_id = :'a_r'), :a_events::bigint,

@@ -11,7 +11,6 @@ return (select string_agg(t, E'\n' order by t) from (
   select 'run ' || r::text as t from ql.runs r where r.id = p_run union all
   select 'attempt ' || a::text from ql.run_attempts a where a.run_id = p_run union all
   select 'lease ' || l::text from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id where a.run_id = p_run union all
-  select 'offer ' || o::text from ql.offers o join ql.run_attempts a on a.id = o.attempt_id where a.run_id = p_run union all
   select 'event ' || e::text from ql.run_events e where e.run_id = p_run) q);
 
 -- The Run's (status, version, event_sequence, current_attempt_id, cancel_reason, ended?) as text.

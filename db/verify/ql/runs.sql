@@ -6,7 +6,7 @@ select id, run_id, attempt_no, status, version, callback_sequence, worker_id, wo
        offer_id, deadline_at_ms, started_at_ms, ended_at_ms, exit_code, error_code
 from ql.run_attempts where false;
 select attempt_id, lease_generation, token_digest, version, renewed_at_ms, expires_at_ms from ql.run_leases where false;
-select id, attempt_id, worker_id, session_id, expires_at_ms, pull_id from ql.offers where false;
+-- ql.offers: folded into ql.run_attempts by ql/offer_in_attempt (its verify checks the columns).
 select run_id, sequence, event_id, dedupe_key, type, actor_kind, actor_id, attempt_id, payload, occurred_at_ms
 from ql.run_events where false;
 select id, attempt_id, kind, sha256, size, content from ql.artifacts where false;

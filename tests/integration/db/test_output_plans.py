@@ -89,8 +89,9 @@ def seeded(database: Database) -> dict[str, Any]:
         )
         conn.execute(
             "insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id,"
-            " claimed_at_ms, ended_at_ms, exit_code)"
-            " select r.id, 1, 'succeeded', %s, 1, gen_random_uuid(), r.created_at_ms, r.ended_at_ms, 0"
+            " claimed_at_ms, ended_at_ms, exit_code, session_id, offer_expires_at_ms)"
+            " select r.id, 1, 'succeeded', %s, 1, gen_random_uuid(), r.created_at_ms, r.ended_at_ms, 0,"
+            " gen_random_uuid(), r.created_at_ms"
             " from ql.runs r where r.status = 'succeeded'",
             (worker,),
         )

@@ -118,7 +118,9 @@ async def test_each_tick_supervises_at_most_one_page_and_the_cursor_wraps_around
             journal.insert(offered.offer.offer_id, "running_acknowledged", inbox.to_data())
     ids = [o.offer.offer_id for o in offers]
     versions = dict(
-        rig.rows("select o.id::text, l.version from ql.offers o join ql.run_leases l on l.attempt_id = o.attempt_id")
+        rig.rows(
+            "select a.offer_id::text, l.version from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id"
+        )
     )
 
     reconciled: list[str] = []
@@ -151,7 +153,9 @@ async def test_each_tick_supervises_at_most_one_page_and_the_cursor_wraps_around
     assert processed == [] and lc.pulls == 0
     # Every supervision was a real renewal: each Lease moved once at startup and once per pass.
     after = dict(
-        rig.rows("select o.id::text, l.version from ql.offers o join ql.run_leases l on l.attempt_id = o.attempt_id")
+        rig.rows(
+            "select a.offer_id::text, l.version from ql.run_attempts a join ql.run_leases l on l.attempt_id = a.id"
+        )
     )
     assert {offer: after[offer] - versions[offer] for offer in ids} == dict.fromkeys(ids, 3)
 

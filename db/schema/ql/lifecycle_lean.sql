@@ -1,0 +1,40 @@
+-- Fewer index writes per Run lifecycle (docs/decisions/0020-a-lifecycle-that-writes-less.md):
+-- * current_attempt_id leaves every index of ql.runs, keys and predicates alike, so that the pull's write of the
+--   Run (its current Attempt, attempt count, version, event sequence) changes no indexed column and is a HOT
+--   update: it wrote every index of ql.runs. A claimed Run stays `queued` until its starting ACK, so the offer
+--   indexes now hold it meanwhile; the pull skips it by its row (at most the claims in flight, each for the
+--   seconds before its starting ACK).
+-- * The Run history keys of ql_api.run_list_v1 go from four to three: a page filtered by task but not by status
+--   merges one range of the task-and-status index per status (a Merge Append that reads what it returns).
+--   Every write of a Run's status wrote all four. runs_history_idx stays: the unfiltered page and
+--   ql_api.retention_maintain_v1's per-Project probe of old Runs read it.
+-- The DROPs come first: each takes ql.runs' ACCESS EXCLUSIVE lock before a CREATE INDEX takes its SHARE lock (no
+-- lock upgrade, no deadlock with live traffic).
+begin;
+set local role ql_owner;
+
+drop index ql.runs_offerable_idx;
+drop index ql.runs_retry_offerable_idx;
+drop index ql.runs_cancel_pending_idx;
+drop index ql.runs_history_task_idx;
+
+create index runs_offerable_idx on ql.runs (pool, queued_at_ms, id)
+  where status = 'queued' and cancel_requested_at_ms is null;
+comment on index ql.runs_offerable_idx is
+'Queued Runs of ql_api.offer_pull_v1, in its order: per pool, by (queued_at_ms, id); claimed ones are skipped by row.';
+create index runs_retry_offerable_idx on ql.runs (pool, retry_at_ms, id)
+  where status = 'retry_wait' and cancel_requested_at_ms is null;
+comment on index ql.runs_retry_offerable_idx is
+'Due retries of ql_api.offer_pull_v1, in its order: per pool, retry_wait Runs by retry time.';
+create index runs_cancel_pending_idx on ql.runs (cancel_requested_at_ms, id)
+  where cancel_requested_at_ms is not null
+    and status in ('created', 'queued', 'waiting_approval', 'retry_wait', 'lost');
+comment on index ql.runs_cancel_pending_idx is
+'Candidates of ql_api.run_cancellation_converge_v1, oldest intent first (Runs no Attempt holds in a first pass).';
+comment on index ql.runs_history_task_status_idx is
+'ql_api.run_list_v1 filtered by task: a status''s range, or (merged over the statuses) the task''s whole history';
+comment on table ql.run_attempts is
+'One try of a Run on one Worker. version bumps with every change of the Attempt; a Lease renewal bumps the Lease''s '
+'version only.';
+
+commit;
