@@ -1,8 +1,10 @@
-"""The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule) on a real PostgreSQL with
-pg_cron 1.4: where pg_cron serves the database, `sqitch deploy` creates exactly one job that runs
-`CALL ql_api.converge()` as ql_scheduler every minute (and one that runs `CALL ql_api.retain()` as
-ql_scheduler every five minutes), and a real job run cancels a queued Run that carries a cancel intent and,
-in the same cycle, enqueues the due fire time of a task scheduled every minute (ql_api.schedule_fire_v1);
+"""The pg_cron schedule changes (ql/converge_schedule, ql/retention_schedule, ql/schedule_tick_schedule) on a real
+PostgreSQL with pg_cron 1.4: where pg_cron serves the database, `sqitch deploy` creates exactly one job that runs
+`CALL ql_api.converge()` as ql_scheduler every minute (one that runs `CALL ql_api.retain()` as ql_scheduler every
+five minutes, and one that runs `CALL ql_api.schedule_tick()` every minute), and a real job run cancels a queued Run
+that carries a cancel intent and, in the same cycle, enqueues the due fire time of a task scheduled every minute
+(ql_api.schedule_fire_v1), while the tick fires a task scheduled every two seconds (6 fields) within a second of
+each fire time;
 where pg_cron serves another database the change deploys and verifies cleanly without a job; and
 `sqitch revert` removes the job.
 
@@ -45,6 +47,7 @@ RETENTION_JOB = (
     "ql_scheduler",
     True,
 )
+TICK_JOB = ("qinglong-schedule", "* * * * *", "CALL ql_api.schedule_tick()", CRON_DB, "ql_scheduler", True)
 FIXED_EXECUTOR = "00000000-0000-4000-8000-000000000001"
 POLL_S = 2.0
 WAIT_S = 75.0  # pg_cron 1.4 has minute granularity
@@ -78,13 +81,11 @@ def cron_jobs(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def schedule_every_minute(conn: psycopg.Connection[Any]) -> tuple[Any, int]:
-    """A task scheduled `* * * * *` through the operator functions; its id and first fire time (ms)."""
-    project = one(conn, "select ql_api.project_create_v1('cron-scheduled') ->> 'projectId'")
-    task = one(
-        conn, "select ql_api.task_create_v1(%s, 'every-minute', '{\"argv\": [\"true\"]}') ->> 'taskId'", (project,)
-    )
-    result = one(conn, "select ql_api.task_schedule_set_v1(%s, 'every-minute', '* * * * *', 'UTC')", (project,))
+def schedule_task(conn: psycopg.Connection[Any], name: str, cron: str) -> tuple[Any, int]:
+    """A task scheduled by `cron` (overlap allow) through the operator functions; its id and first fire time (ms)."""
+    project = one(conn, "select ql_api.project_create_v1(%s) ->> 'projectId'", (f"cron-{name}",))
+    task = one(conn, "select ql_api.task_create_v1(%s, %s, '{\"argv\": [\"true\"]}') ->> 'taskId'", (project, name))
+    result = one(conn, "select ql_api.task_schedule_set_v1(%s, %s, %s, 'UTC', 'allow')", (project, name, cron))
     assert result["status"] == "set", result
     return task, result["nextFireAtMs"]
 
@@ -150,10 +151,12 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         assert cron_jobs(conn) == [
             (JOB, "* * * * *", "CALL ql_api.converge()", CRON_DB, "ql_scheduler", True),
             RETENTION_JOB,
+            TICK_JOB,
         ]
         job_id = one(conn, "select jobid from cron.job where jobname = %s", (JOB,))
         run = queue_cancelled_run(conn)
-        scheduled_task, fire_at_ms = schedule_every_minute(conn)
+        scheduled_task, fire_at_ms = schedule_task(conn, "every-minute", "* * * * *")
+        seconds_task, _ = schedule_task(conn, "every-two-seconds", "*/2 * * * * *")
         queued_at: datetime = one(conn, "select clock_timestamp()")
         assert one(conn, "select status::text from ql.runs where id = %s", (run,)) == "queued"
 
@@ -216,6 +219,22 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
             > fire_at_ms
         )
 
+        # The tick's run of that minute fires the 6-field schedule once per fire time, each within a second (its
+        # first pass folds the fire times missed since the schedule was set into one: those are left out).
+        ticks: list[tuple[Any, ...]] = []
+        while len(ticks) < 3:
+            assert time.monotonic() - started < WAIT_S + 20, f"the tick fired {ticks} after its first pass"
+            time.sleep(POLL_S)
+            ticks = conn.execute(
+                "select f.fire_at_ms, f.decided_at_ms - f.fire_at_ms, f.outcome from ql.schedule_fires f"
+                " where f.task_id = %s and f.fire_at_ms > 1000 + (select extract(epoch from min(d.start_time)) * 1000"
+                "   from cron.job_run_details d join cron.job j on j.jobid = d.jobid where j.jobname = %s)"
+                " order by 1",
+                (seconds_task, TICK_JOB[0]),
+            ).fetchall()
+        assert [t[0] - ticks[0][0] for t in ticks] == [2000 * n for n in range(len(ticks))], ticks
+        assert all(0 <= t[1] <= 1000 and t[2] == "enqueued" for t in ticks), ticks
+
     # -- pg_cron serves another database: deploys and verifies cleanly, no job -------------------
     other_deployed.result()  # its deploy and verify (started above), or their failure
     other.shutdown()
@@ -224,7 +243,7 @@ def test_converge_schedule_runs_as_ql_scheduler_and_reverts(cron_cluster: Cluste
         assert one(conn, "select count(*) from pg_extension where extname = 'pg_cron'") == 0
         assert one(conn, "select to_regprocedure('ql_api.converge(integer, integer, bigint)') is not null")
     with psycopg.connect(cluster.dsn(CRON_DB), autocommit=True) as conn:
-        assert [j[3] for j in cron_jobs(conn)] == [CRON_DB, CRON_DB]
+        assert [j[3] for j in cron_jobs(conn)] == [CRON_DB, CRON_DB, CRON_DB]
     sqitch("verify", cluster.sqitch_target(CRON_DB))
 
     # -- revert removes the job (and is harmless where there is none) ----------------------------

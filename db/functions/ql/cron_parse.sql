@@ -1,26 +1,27 @@
--- ql.cron_parse: parse and validate a 5-field cron expression into ql.cron_spec (what ql.cron_next reads).
+-- ql.cron_parse: parse and validate a 5- or 6-field cron expression into ql.cron_spec (what ql.cron_next reads).
 create or replace function ql.cron_parse(p_expr text, out spec ql.cron_spec, out refusal jsonb)
 language plpgsql
 stable
 parallel safe
 as $$
 -- Fields, separated by blanks: minute (0-59), hour (0-23), day of month (1-31), month (1-12 or jan-dec), day of
--- week (0-7 or sun-sat; 0 and 7 are Sunday). Each field is a comma list of items: `*`, a value `a`, a range `a-b`
+-- week (0-7 or sun-sat; 0 and 7 are Sunday); six fields put a second (0-59) first, as the Qinglong panel does
+-- (five fields fire at second 0). Each field is a comma list of items: `*`, a value `a`, a range `a-b`
 -- (a <= b), and `*/n` or `a-b/n` with a step n from 1 to the size of the field's range. Names are accepted
 -- wherever a value is, in any case. The macros @yearly (@annually), @monthly, @weekly, @daily (@midnight) and
 -- @hourly stand for their classic expressions; @reboot and anything else is refused.
 -- Vixie cron semantics for the two day fields: when both are restricted they combine with OR (either matches),
 -- otherwise with AND; a field counts as unrestricted when it starts with `*` (so `*/2` too), as in Vixie cron.
--- wildcard_time: the minute or the hour field starts with `*` (ql.cron_next fires such an expression at both
+-- wildcard_time: the second, minute or hour field starts with `*` (ql.cron_next fires such an expression at both
 -- occurrences of a repeated local time).
 -- An expression no date can match (day 30 or 31 of February only, day 31 of 30-day months only) is refused as
 -- cron_never_fires, so ql.cron_next always finds a next fire time for a parsed expression.
 -- "detail" naming the field and the rule (the expression is an operator's input, never a secret).
 -- Stable (not immutable) only because ql.outcome casts to the reason enum.
 declare
-  c_names constant text[] := array['minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
-  c_min constant integer[] := array[0, 0, 1, 1, 0];
-  c_max constant integer[] := array[59, 23, 31, 12, 7];
+  c_names constant text[] := array['second', 'minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
+  c_min constant integer[] := array[0, 0, 0, 1, 1, 0];
+  c_max constant integer[] := array[59, 59, 23, 31, 12, 7];
   c_months constant text[] := array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
   c_days constant text[] := array['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
   c_month_days constant integer[] := array[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
@@ -36,6 +37,7 @@ declare
   v_step integer;
   v_hit boolean[];
   v_set smallint[];
+  v_seconds smallint[];
   v_minutes smallint[];
   v_hours smallint[];
   v_doms smallint[];
@@ -57,15 +59,17 @@ begin
                                   v_expr);
   else
     v_fields := pg_catalog.regexp_split_to_array(v_expr, E'[ \t]+');
-    if pg_catalog.cardinality(v_fields) <> 5 then
-      v_detail := pg_catalog.format('%s fields, expected 5 (minute hour day-of-month month day-of-week)',
-                                    pg_catalog.cardinality(v_fields));
+    if pg_catalog.cardinality(v_fields) not in (5, 6) then
+      v_detail := pg_catalog.format('%s fields, expected 5 (minute hour day-of-month month day-of-week) or 6 '
+                                    '(second first)', pg_catalog.cardinality(v_fields));
+    elsif pg_catalog.cardinality(v_fields) = 5 then
+      v_fields := array['0'] || v_fields;  -- second 0
     end if;
   end if;
 
   if v_detail is null then
     <<fields>>
-    for i in 1..5 loop
+    for i in 1..6 loop
       v_hit := pg_catalog.array_fill(false, array[c_max[i] + 1], array[0]);
       foreach v_item in array pg_catalog.string_to_array(v_fields[i], ',') loop
         -- `*`, `a`, `a-b`, each optionally followed by `/n` (not after a single value, as in Vixie cron)
@@ -84,8 +88,8 @@ begin
           continue when v_token is null;
           v_value := case
             when v_token ~ '^[0-9]{1,2}$' then v_token::integer
-            when i = 4 then pg_catalog.array_position(c_months, v_token)
-            when i = 5 then pg_catalog.array_position(c_days, v_token) - 1
+            when i = 5 then pg_catalog.array_position(c_months, v_token)
+            when i = 6 then pg_catalog.array_position(c_days, v_token) - 1
           end;
           if v_value is null then
             v_detail := pg_catalog.format('%s: %s is not a value of this field', c_names[i], v_token);
@@ -123,10 +127,11 @@ begin
       end loop;
       v_set := array(select g::smallint from pg_catalog.generate_series(c_min[i], c_max[i]) g where v_hit[g]);
       case i
-        when 1 then v_minutes := v_set;
-        when 2 then v_hours := v_set;
-        when 3 then v_doms := v_set;
-        when 4 then v_months := v_set;
+        when 1 then v_seconds := v_set;
+        when 2 then v_minutes := v_set;
+        when 3 then v_hours := v_set;
+        when 4 then v_doms := v_set;
+        when 5 then v_months := v_set;
         else  -- day of week: 7 is Sunday, like 0
           v_dows := array(select distinct (g % 7)::smallint from pg_catalog.unnest(v_set) g order by 1);
       end case;
@@ -139,15 +144,15 @@ begin
   end if;
   -- With AND, the day-of-week field cannot rescue a day-of-month no selected month has (every date falls on
   -- every weekday in some year); with OR, any selected weekday fires.
-  if not (v_fields[3] !~ '^\*' and v_fields[5] !~ '^\*')
+  if not (v_fields[4] !~ '^\*' and v_fields[6] !~ '^\*')
      and not exists (select 1 from pg_catalog.unnest(v_months) m, pg_catalog.unnest(v_doms) d
                       where d <= c_month_days[m]) then
     refusal := ql.outcome('invalid', 'cron_never_fires') || pg_catalog.jsonb_build_object('detail',
       'no month of the month field has a day of the day-of-month field');
     return;
   end if;
-  spec := row(v_minutes, v_hours, v_doms, v_months, v_dows, v_fields[3] !~ '^\*', v_fields[5] !~ '^\*',
-              v_fields[1] ~ '^\*' or v_fields[2] ~ '^\*')::ql.cron_spec;
+  spec := row(v_seconds, v_minutes, v_hours, v_doms, v_months, v_dows, v_fields[4] !~ '^\*', v_fields[6] !~ '^\*',
+              v_fields[1] ~ '^\*' or v_fields[2] ~ '^\*' or v_fields[3] ~ '^\*')::ql.cron_spec;
 end;
 $$;
 

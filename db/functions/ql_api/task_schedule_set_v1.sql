@@ -14,8 +14,8 @@ volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
--- p_cron: a 5-field cron expression (ql.cron_parse), read on the wall clock of p_timezone (an IANA zone name
--- of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
+-- p_cron: a 5- or 6-field (second first) cron expression (ql.cron_parse), read on the wall clock of p_timezone (an
+-- IANA zone name of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
 -- task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
 -- then not read). The next fire time is computed from now; changing only the overlap policy keeps it.
 -- A fire time of the old schedule that is due (it came, and no scheduler pass has handled it yet) is never dropped:

@@ -1,4 +1,4 @@
--- Tests ql.cron_next: strictly after, month ends and year ends, leap years (2100 is not one), Vixie cron's day rule
+-- Tests ql.cron_next: seconds (6 fields), strictly after, month ends and year ends, leap years (2100 is not one), Vixie cron's day rule
 -- (OR when both day fields are restricted, AND when one starts with *), and daylight saving time in Europe/Berlin,
 -- America/New_York and Australia/Lord_Howe (a 30-minute shift): a skipped local time fires past the jump, a
 -- repeated one fires once for a fixed time and at both occurrences for a wildcard minute or hour field, so an
@@ -7,7 +7,7 @@
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(46);
+select plan(50);
 
 -- The first n fire times of an expression after a bound, as local ISO 8601 with offset, comma-separated.
 create function pg_temp.fires(p_expr text, p_tz text, p_after timestamptz, p_n integer) returns text
@@ -165,11 +165,24 @@ select is(ql.cron_next((ql.cron_parse('* * * * *')).spec, 'UTC', 'infinity'), nu
 select throws_ok($$select ql.cron_next((ql.cron_parse('* * * * *')).spec, 'Mars/Olympus_Mons', now())$$, '22023', null,
   'an unknown time zone raises 22023');
 select pg_catalog.clock_timestamp() as started \gset
-select is(ql.cron_next(row('{0}', '{0}', '{30}', '{2}', '{0,1,2,3,4,5,6}', true, false, false)::ql.cron_spec, 'UTC',
+select is(ql.cron_next(row('{0}', '{0}', '{0}', '{30}', '{2}', '{0,1,2,3,4,5,6}', true, false, false)::ql.cron_spec, 'UTC',
                        '2024-01-01Z'), null,
   'a spec no date matches (February 30, which ql.cron_parse refuses) gives NULL: the search stops after 400 years');
 select ok(pg_catalog.clock_timestamp() - :'started'::timestamptz < interval '2 seconds',
   'and the bounded search over 400 years takes under 2 seconds (a day-wise search, months skipped whole)');
+
+-- 8. Seconds (6 fields): strictly after, across a minute, with the other fields.
+select is(pg_temp.fires('*/15 * * * * *', 'UTC', '2026-01-01 00:00:07Z', 4),
+  '2026-01-01T00:00:15+00:00, 2026-01-01T00:00:30+00:00, 2026-01-01T00:00:45+00:00, 2026-01-01T00:01:00+00:00',
+  'every 15 seconds, from 7 s past the minute: 15, 30, 45, then the next minute');
+select is(pg_temp.fires('30 0 12 * * *', 'UTC', '2026-01-01 12:00:30Z', 2),
+  '2026-01-02T12:00:30+00:00, 2026-01-03T12:00:30+00:00', 'a fixed second of a fixed time: strictly after it');
+select is(pg_temp.fires('* * * * *', 'UTC', '2026-01-01 00:00:00.5Z', 1), '2026-01-01T00:01:00+00:00',
+  'five fields fire at second 0 (half a second past it, the next minute)');
+select is(pg_temp.fires('*/20 30 2 * * *', 'Europe/Berlin', '2026-10-25 00:00Z', 6),
+  '2026-10-25T02:30:00+02:00, 2026-10-25T02:30:20+02:00, 2026-10-25T02:30:40+02:00, '
+  || '2026-10-25T02:30:00+01:00, 2026-10-25T02:30:20+01:00, 2026-10-25T02:30:40+01:00',
+  'a wildcard second field fires at both occurrences of a repeated local time, evenly');
 
 select * from finish();
 rollback;

@@ -1,11 +1,11 @@
--- Tests ql.cron_parse: every field's bounds, lists, ranges, steps, month and day names, 7 as Sunday, the @macros,
+-- Tests ql.cron_parse: 5 fields, or 6 with a second first (5 fire at second 0); every field's bounds, lists, ranges, steps, month and day names, 7 as Sunday, the @macros,
 -- Vixie cron's day-field flags (a field starting with `*` is unrestricted, `*/2` too) and wildcard_time; every
 -- malformed or out-of-range expression is refused as invalid cron with a detail naming the field, and one no date
 -- matches as invalid cron_never_fires. A pure function: no table is read or written.
 begin;
 \ir ../fixtures.psql
 \set QUIET 1
-select plan(87);
+select plan(95);
 
 -- A field's values compressed to ranges ("0,15,30,45", "9-17"), or `*` when it holds the whole field.
 create function pg_temp.ranges(p_values smallint[], p_lo integer, p_hi integer) returns text language sql
@@ -114,9 +114,11 @@ select is(pg_temp.show('0 0 30 2 */1'), 'cron_never_fires: no month of the month
 select is(pg_temp.show(null), 'cron: the expression is empty', 'NULL is refused');
 select is(pg_temp.show(''), 'cron: the expression is empty', 'an empty expression is refused');
 select is(pg_temp.show(E' \t '), 'cron: the expression is empty', 'blanks only are refused');
-select is(pg_temp.show('* * * *'), 'cron: 4 fields, expected 5 (minute hour day-of-month month day-of-week)', 'four fields');
-select is(pg_temp.show('0 * * * * *'), 'cron: 6 fields, expected 5 (minute hour day-of-month month day-of-week)',
-  'six fields (seconds or years are not supported)');
+select is(pg_temp.show('* * * *'),
+  'cron: 4 fields, expected 5 (minute hour day-of-month month day-of-week) or 6 (second first)', 'four fields');
+select is(pg_temp.show('0 * * * * * 2030'),
+  'cron: 7 fields, expected 5 (minute hour day-of-month month day-of-week) or 6 (second first)',
+  'seven fields (a year field is not supported)');
 select is(pg_temp.show('60 * * * *'), 'cron: minute: 60 is out of range 0-59', 'minute 60');
 select is(pg_temp.show('* 24 * * *'), 'cron: hour: 24 is out of range 0-23', 'hour 24');
 select is(pg_temp.show('* * 0 * *'), 'cron: day-of-month: 0 is out of range 1-31', 'day of month 0');
@@ -156,7 +158,7 @@ select is(pg_temp.show('@every 5m'),
   'cron: unknown macro @every 5m (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)', '@every is refused');
 select is(pg_temp.show(repeat('1,', 100) || '1 * * * *'), 'cron: the expression is longer than 200 characters',
   'an expression over 200 characters');
-select is(pg_temp.show(E'*\n* * * *'), 'cron: 4 fields, expected 5 (minute hour day-of-month month day-of-week)',
+select is(pg_temp.show(E'*\n* * * *'), 'cron: 4 fields, expected 5 (minute hour day-of-month month day-of-week) or 6 (second first)',
   'a line break does not separate fields');
 select is(pg_temp.show('* * * * * '), '* | * | * | * | * | dom* dow* wildcard', 'a trailing blank is not a sixth field');
 
@@ -166,6 +168,20 @@ select is((ql.cron_parse('61 * * * *')).refusal,
   'a refusal is {"status": "invalid", "reason": "cron", "detail": …}');
 select ok((ql.cron_parse('61 * * * *')).spec is null and (ql.cron_parse('* * * * *')).refusal is null,
   'a refusal has no spec, a spec has no refusal');
+
+-- 6 fields: a second (0-59) first, as the Qinglong panel writes them; 5 fields fire at second 0.
+create function pg_temp.seconds(p_expr text) returns text language sql
+return pg_temp.ranges(((ql.cron_parse(p_expr)).spec).seconds, 0, 59);
+select is(pg_temp.seconds('* * * * *'), '0', 'five fields fire at second 0');
+select is(pg_temp.show('30 */15 9-17 * * mon-fri'), pg_temp.show('*/15 9-17 * * mon-fri'),
+  'six fields: the last five read as the five fields do');
+select is(pg_temp.seconds('30 */15 9-17 * * mon-fri'), '30', 'six fields: the first is the second');
+select is(pg_temp.seconds('*/15 * * * * *'), '0,15,30,45', 'a step over the seconds');
+select is(pg_temp.seconds('5,10-12 * * * * *'), '5,10-12', 'a list and a range of seconds');
+select is(pg_temp.show('* 0 0 * * *'), '0 | 0 | * | * | * | dom* dow* wildcard',
+  'a second field starting with * makes the time a wildcard (both occurrences of a repeated local time)');
+select is(pg_temp.show('60 * * * * *'), 'cron: second: 60 is out of range 0-59', 'second 60');
+select is(pg_temp.show('*/0 * * * * *'), 'cron: second: step 0 is out of range 1-60', 'a second step of 0');
 
 select * from finish();
 rollback;

@@ -44,9 +44,9 @@ select is(
         where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_scheduler', p.oid, 'execute') order by 1),
   array['converge', 'converge_grace_floor_v1', 'lease_expiry_reconcile_v1', 'output_expire_v1', 'partitions_ensure_v1',
         'prune_v1', 'retain', 'retention_cycle_v1', 'retention_maintain_v1', 'run_cancellation_converge_v1',
-        'schedule_fire_v1'],
+        'schedule_fire_v1', 'schedule_next_fire_v1', 'schedule_tick'],
   'ql_scheduler executes exactly converge, its page functions and the floor of its grace, retain and the functions it '
-  'calls');
+  'calls, and the scheduler''s tick and what it calls');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');
@@ -64,8 +64,9 @@ select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p
 select is(array(select p.proname || ':' || p.prosecdef || ':' || (p.proconfig is null) from pg_proc p
                 join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'ql_api' and p.prokind = 'p'
                 order by 1),
-          array['converge:false:true', 'retain:false:true'],
-                  'the two procedures, converge and retain, are SECURITY INVOKER with no SET clause (they COMMIT between pages)');
+          array['converge:false:true', 'retain:false:true', 'schedule_tick:false:true'],
+                  'the three procedures, converge, retain and schedule_tick, are SECURITY INVOKER with no SET clause (they '
+                  'COMMIT between pages)');
 
 set local role ql_runtime;
 select throws_ok('select count(*) from ql.runs', '42501', 'permission denied for schema ql',

@@ -21,7 +21,8 @@ NAME: Final = Str(128, min_len=1, pattern=NAME_PATTERN)
 
 
 class TaskSchedule(Record):
-    """A task's schedule: a 5-field cron expression in an IANA time zone, its overlap policy, its next three fires."""
+    """A task's schedule: a 5- or 6-field (second first) cron expression in an IANA time zone, its overlap policy,
+    its next three fires."""
 
     cron: str = wire(Str(200, min_len=9))
     timezone: str = wire(Str(64, min_len=1))
