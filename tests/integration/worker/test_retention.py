@@ -87,7 +87,8 @@ async def test_a_worker_killed_at_each_step_of_clean_up_has_it_finished_by_its_r
         monkeypatch.delenv(KILL_AT)
         assert await first.wait(30) == -signal.SIGKILL, first.output()
         assert rig.run_status(run) == "succeeded"
-        [row] = read_journal(rig.journal_path) or [None]
+        rows = read_journal(rig.journal_path)
+        row = rows[0] if rows else None
         launch = rig.work_dir / row.offer_id if row is not None else None
         run_dir = rig.work_dir / "tasks" / run
         left = marks(rig.journal_path)
