@@ -138,7 +138,8 @@ def rows(path: Path) -> list[tuple[Any, ...]]:
     """Every row of the journal, read-only (independent of the code under test)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT * FROM inbox ORDER BY seq").fetchall()
+        sql = "SELECT seq, offer_id, revision, state, data, updated_at FROM inbox ORDER BY seq"
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
 

@@ -85,6 +85,7 @@ from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
 from qinglong.worker.masking import MIN_MASKED_BYTES, Masker
+from qinglong.worker.retention import kill_at
 
 log = logging.getLogger("qinglong.worker")
 
@@ -306,6 +307,7 @@ class Coordinator:
             error = None if exit_code is not None else ("process.killed" if status is not None else "process.vanished")
             record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
             inbox = Inbox.from_data(record.data)
+            kill_at("completion_pending")
         if not await self._drain(inbox, handle, session):
             return record, False  # no answer, or half the Lease left spent: renew, the next tick drains on
         try:

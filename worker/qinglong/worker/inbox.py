@@ -143,15 +143,18 @@ class Inbox:
 
 def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
     """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
-    reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
-    secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
-    a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
-    everything of them was shipped masked before the end."""
+        reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
+        secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
+        a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
+        everything of them was shipped masked before the end. The same write marks the record's files for retention.py:
+    `succeeded` when the database acknowledged an exit code 0, else `failed`."""
     if state in ENDING and inbox.secret_files:
         inbox = inbox.with_files(_remove(inbox))
     if state in TERMINAL_STATES and inbox.handle is not None and inbox.offer.offer.plan.secret_names():
         _remove_output(inbox)
-    saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data())
+    # Only an acknowledged success marks the files for removal at once; anything else keeps them a while.
+    succeeded = state == "completed" and inbox.exit_code == 0 and inbox.error_code is None
+    saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data(), succeeded=succeeded)
     if state != record.state:
         moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
         moved.update(offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason)

@@ -30,6 +30,14 @@ new revision); anything else raises JournalError and writes nothing:
 `resolve` is the operator's one move, never the Worker's (`qinglong-worker journal resolve`, after
 making sure no process of the offer runs), with its own rule and nothing else:
     recovery_required | lease_lost_local_execution_unverified → lease_lost_local_execution_stopped
+
+Retention (retention.py decides when; the journal keeps the facts it decides on). The write that moves a record
+into a terminal state also sets, in the same transaction, `ended_at` and `files`: `succeeded` (`cas` with
+`succeeded=True`, into `completed` only), else `failed`; lease_lost_local_execution_unverified leaves `files`
+NULL: no process may be proven gone, so nothing of it is ever removed (`resolve` marks it `failed` then). A record
+not ended has `files` NULL too. `due` lists the records whose files may go, `removed` marks them gone, and
+`prune` deletes only `removed` records that ended before a time, never the newest N, then returns the freed
+pages to the file system (`auto_vacuum = INCREMENTAL`; `open` converts an older journal once, with VACUUM).
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ MAX_OFFER_ID_LENGTH: Final = 256
 MAX_DEPTH: Final = 64
 PAGE_LIMIT_MAX: Final = 64
 BUSY_TIMEOUT_MS: Final = 5000
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _EXITS: Final[frozenset[State]] = _LEASE_LOST | {"recovery_required", "control_plane_terminal"}
 _MOVES: Final[Mapping[State, frozenset[State]]] = {  # and every non-terminal state → itself
@@ -80,15 +88,26 @@ _MOVES: Final[Mapping[State, frozenset[State]]] = {  # and every non-terminal st
 }
 _RESOLVABLE: Final[frozenset[State]] = frozenset({"recovery_required", "lease_lost_local_execution_unverified"})
 _RESOLVED: Final[State] = "lease_lost_local_execution_stopped"
+Files = Literal["succeeded", "failed", "removed"]
+_FILES_CHECK: Final = "files IS NULL OR files IN ('succeeded', 'failed', 'removed')"
 _SCHEMA: Final = f"""CREATE TABLE IF NOT EXISTS inbox (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
     offer_id   TEXT    NOT NULL UNIQUE,
     revision   INTEGER NOT NULL CHECK (revision >= 1),
     state      TEXT    NOT NULL CHECK (state IN ({", ".join(f"'{s}'" for s in STATES)})),
     data       TEXT    NOT NULL,
-    updated_at REAL    NOT NULL)"""
+    updated_at REAL    NOT NULL,
+    ended_at   REAL,
+    files      TEXT    CHECK ({_FILES_CHECK}))"""
+# Schema 1 → 2: the retention columns; records that ended before them keep their files as failed ones do.
+_TO_2: Final = (
+    "ALTER TABLE inbox ADD COLUMN ended_at REAL",
+    f"ALTER TABLE inbox ADD COLUMN files TEXT CHECK ({_FILES_CHECK})",
+    "UPDATE inbox SET ended_at = updated_at, files = 'failed' WHERE state IN ('completed', 'control_plane_terminal',"
+    " 'lease_lost_local_execution_stopped')",
+)
 _META_SCHEMA: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-_SELECT: Final = "SELECT offer_id, seq, revision, state, data, updated_at FROM inbox"
+_SELECT: Final = "SELECT offer_id, seq, revision, state, data, updated_at, ended_at, files FROM inbox"
 
 
 class JournalError(Exception):
@@ -124,6 +143,8 @@ class Record:
     state: State
     data: Mapping[str, Any] = field(repr=False, hash=False)
     updated_at: float
+    ended_at: float | None = None  # when it entered a terminal state
+    files: Files | None = None  # what retention may do with its files (the module docstring)
 
 
 def _state(state: object) -> State:
@@ -171,8 +192,8 @@ def _in_states(states: Collection[State] | None) -> tuple[str, list[str]]:
 
 
 def _record(row: tuple[Any, ...]) -> Record:
-    offer_id, seq, revision, state, data, updated_at = row
-    return Record(offer_id, seq, revision, state, MappingProxyType(json.loads(data)), updated_at)
+    offer_id, seq, revision, state, data, updated_at, ended_at, files = row
+    return Record(offer_id, seq, revision, state, MappingProxyType(json.loads(data)), updated_at, ended_at, files)
 
 
 def _private_file(path: Path, create: bool) -> None:
@@ -254,14 +275,21 @@ class Journal:
             sync = conn.execute("PRAGMA synchronous").fetchone()[0]
             if str(mode).lower() != "wal" or sync != 2:
                 raise JournalError(f"journal_mode={mode!r}, synchronous={sync!r}: need wal and 2 (FULL)")
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # 2: INCREMENTAL
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")  # takes effect on a journal made without it only through a VACUUM
             journal = cls(path, conn, lock_fd)
             with journal._use(write=True):
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version > SCHEMA_VERSION:
                     raise JournalError(f"{path} has schema version {version}, newer than {SCHEMA_VERSION}")
+                if version == 1:
+                    for statement in _TO_2:
+                        conn.execute(statement)
                 conn.execute(_SCHEMA)
                 conn.execute(_META_SCHEMA)
                 conn.execute("CREATE INDEX IF NOT EXISTS inbox_state_seq ON inbox (state, seq)")
+                conn.execute("CREATE INDEX IF NOT EXISTS inbox_files_ended ON inbox (files, ended_at)")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             return journal
         except BaseException as e:
@@ -351,11 +379,19 @@ class Journal:
         with self._use(write=False) as conn:
             return self._get(conn, offer_id)
 
-    def cas(self, offer_id: str, expected_revision: int, *, state: State, data: Mapping[str, Any]) -> Record:
+    def cas(
+        self, offer_id: str, expected_revision: int, *, state: State, data: Mapping[str, Any], succeeded: bool = False
+    ) -> Record:
+        """`succeeded`: the database acknowledged the Attempt's success (into `completed` only): its files are
+        marked `succeeded`, not `failed`."""
+        if succeeded and state != "completed":
+            raise ValueError("only a completed record can have succeeded")
+
         def legal(current: State) -> bool:
             return current not in TERMINAL_STATES and (state == current or state in _MOVES.get(current, ()))
 
-        return self._swap(offer_id, expected_revision, state, data, legal, "illegal transition")
+        files: Files = "succeeded" if succeeded else "failed"
+        return self._swap(offer_id, expected_revision, state, data, legal, "illegal transition", files)
 
     def _swap(
         self,
@@ -365,8 +401,10 @@ class Journal:
         data: Mapping[str, Any],
         legal: Callable[[State], bool],
         refusal: str,
+        files: Files,
     ) -> Record:
-        """Compare-and-set one record to `state` and `data` when `legal(its state)`; nothing written otherwise."""
+        """Compare-and-set one record to `state` and `data` when `legal(its state)`; nothing written otherwise.
+        Into a terminal state, also `ended_at` and `files` (NULL into lease_lost_local_execution_unverified)."""
         state, text = _state(state), _encode(data)
         with self._use(write=True) as conn:
             current = self._get(conn, offer_id)
@@ -374,10 +412,17 @@ class Journal:
                 raise RevisionConflict(offer_id, expected_revision, current)
             if not legal(current.state):
                 raise JournalError(f"offer {offer_id!r}: {refusal} {current.state} → {state}")
+            now = time.time()
+            ended = state in TERMINAL_STATES
             cursor = conn.execute(
-                "UPDATE inbox SET revision = ?, state = ?, data = ?, updated_at = ? WHERE seq = ? AND revision = ?",
-                (current.revision + 1, state, text, time.time(), current.seq, current.revision),
-            )
+                "UPDATE inbox SET revision = ?, state = ?, data = ?, updated_at = ?, ended_at = ?, files = ?"
+                " WHERE seq = ? AND revision = ?",
+                (
+                    current.revision + 1, state, text, now, now if ended else None,
+                    files if ended and state != "lease_lost_local_execution_unverified" else None,
+                    current.seq, current.revision,
+                ),
+            )  # fmt: skip
             if cursor.rowcount != 1:
                 raise JournalError(f"offer {offer_id!r}: the update touched {cursor.rowcount} rows")
             record = self._get(conn, offer_id)
@@ -407,5 +452,46 @@ class Journal:
         only; anything else raises JournalError (RevisionConflict for a stale revision) and writes nothing."""
         return self._swap(
             offer_id, expected_revision, state, data, lambda current: current in _RESOLVABLE and state == _RESOLVED,
-            "an operator cannot resolve",
+            "an operator cannot resolve", "failed",
         )  # fmt: skip
+
+    def due(self, succeeded_before: float, failed_before: float, limit: int) -> list[Record]:
+        """Up to `limit` records whose files may go: `succeeded` ones that ended before `succeeded_before`,
+        `failed` ones before `failed_before` (oldest first)."""
+        with self._use(write=False) as conn:
+            rows = conn.execute(
+                f"{_SELECT} WHERE (files = 'succeeded' AND ended_at < ?) OR (files = 'failed' AND ended_at < ?)"
+                " ORDER BY ended_at LIMIT ?",
+                (succeeded_before, failed_before, limit),
+            )
+            return [_record(row) for row in rows.fetchall()]
+
+    def run_needed(self, run_id: str, other_than: str) -> bool:
+        """Whether a record of the Run other than `other_than` still has files (so its directory must stay)."""
+        with self._use(write=False) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM inbox WHERE offer_id != ? AND json_extract(data, '$.offer.offer.runId') = ?"
+                " AND files IS NOT 'removed' LIMIT 1",
+                (other_than, run_id),
+            ).fetchone()
+        return row is not None
+
+    def removed(self, offer_id: str) -> None:
+        """Mark a record's files gone (a record already marked, or not due, is left as it is)."""
+        with self._use(write=True) as conn:
+            conn.execute("UPDATE inbox SET files = 'removed' WHERE offer_id = ? AND files IN ('succeeded', 'failed')",
+                         (offer_id,))  # fmt: skip
+
+    def prune(self, ended_before: float, keep_newest: int) -> int:
+        """Delete the records whose files are `removed` and that ended before `ended_before`, except the newest
+        `keep_newest` records of the journal; return the freed pages to the file system. How many went."""
+        with self._use(write=True) as conn:
+            deleted = conn.execute(
+                "DELETE FROM inbox WHERE files = 'removed' AND ended_at < ?"
+                " AND seq NOT IN (SELECT seq FROM inbox ORDER BY seq DESC LIMIT ?)",
+                (ended_before, keep_newest),
+            ).rowcount
+        if deleted:
+            with self._use(write=False) as conn:
+                conn.executescript("PRAGMA incremental_vacuum")  # steps it to the end (execute frees one page)
+        return int(deleted)

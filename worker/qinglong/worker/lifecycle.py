@@ -7,14 +7,16 @@ through the Processor, the coordinator and the one client it is given.
   through the Processor and coordinator BEFORE any pull (an ended record whose secret files a fault
   kept gets them removed again, inbox.sweep); a `recovery_required` record, found or produced, fails the
   lifecycle closed: it never pulls again. The Processor and the coordinator share one SecretValues: the
-  secret values of the Attempts this process spawned, in memory only.
+  secret values of the Attempts this process spawned, in memory only. Then, with a `retention`, one
+  retention pass (retention.py), so a restart finishes the clean-up an earlier process began.
 - tick(): fail closed (renew and pull nothing) once the journal file was deleted or replaced under
   it; else heartbeat the session (or open a new one when the shell asked it to re-key; backing off,
   jittered, while unreachable), supervise ≤ page_size
   records WITH WORK LEFT from a stable cursor (ended records cost a tick nothing, so every active
   record is supervised every tick while capacity ≤ page_size), re-check the abort signal, then pull
   ≤ 1 offer when capacity allows and no lease loss, control-plane terminal or recovery fact appeared
-  in this tick. Concurrent ticks coalesce into one.
+  in this tick; with a `retention`, a retention pass runs (in a thread) after the supervision and before the
+  pull. Concurrent ticks coalesce into one.
 - stop(): mark stopping, abort an in-flight pull, await in-flight work, then release ownership.
 One outer cadence (the `run` command) calls tick(); the lifecycle owns no timer.
 """
@@ -51,6 +53,7 @@ from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox, sweep
 from qinglong.worker.journal import DuplicateOffer, Journal, Record, State
 from qinglong.worker.processor import Processor
+from qinglong.worker.retention import Retention, Sweeper
 from qinglong.worker.trust import PlanTrust
 
 log = logging.getLogger("qinglong.worker")
@@ -83,6 +86,7 @@ class Lifecycle:
         open_journal: Callable[[Path], Journal] = Journal.open,
         bundles: BundleCache | None = None,
         trust: PlanTrust | None = None,
+        retention: Retention | None = None,  # None: nothing ended is ever removed (the run command passes one)
     ) -> None:
         if not 1 <= page_size <= 64:
             raise ValueError("page_size is 1..64")
@@ -96,6 +100,8 @@ class Lifecycle:
         self._open_journal = open_journal
         self._bundles = bundles or BundleCache(executor.work_dir / "bundles", BUNDLE_CACHE_BYTES)
         self._trust = trust or PlanTrust()
+        self._retention = retention
+        self._sweeper: Sweeper | None = None
         self._journal: Journal | None = None
         self._session: Session | None = None
         self._processor: Processor | None = None
@@ -145,6 +151,9 @@ class Lifecycle:
                 break
             cursor = page[-1].seq
         self.failed_closed = self.failed_closed or journal.count(states=["recovery_required"]) > 0
+        if self._retention is not None:
+            self._sweeper = Sweeper(journal, self._executor.work_dir, self._controller, self._retention)
+            await asyncio.to_thread(self._sweeper.sweep)
         self.events.append("scanned")
         self.scanned = True
 
@@ -239,6 +248,8 @@ class Lifecycle:
                 stop_fact = True
         self._cursor = page[-1].seq if len(page) == self._page_size else None
         self.events.append("supervise")
+        if self._sweeper is not None:
+            await asyncio.to_thread(self._sweeper.sweep)
         if self._stopping or self.failed_closed or stop_fact or self._session is None or backing_off:
             return
         if journal.count(states=ACTIVE) >= self._capacity:

@@ -28,6 +28,10 @@ they read the same config but use only its `journal`, never the network.
     require_signed_plans = true      # refuse every plan not signed by one of them (false: unsigned ones run)
     bundle_cache_mib = 256           # the bundle cache's size (least recently used bundles go first)
     bundle_fetch_seconds = 600       # a bundle not fetched by then is a start failure (bundle.fetch_timeout)
+    keep_files_seconds = 0           # an Attempt's files stay this long after the database acknowledged its success
+    keep_failed_files_seconds = 86400  # ... and after any other end (for inspection); its secret files go at once
+    journal_keep_seconds = 259200    # a journal record whose files are gone is deleted this long after its end,
+    journal_keep_records = 100       # except the newest this many (`qinglong-worker journal list`)
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from qinglong.worker.delivery import SHM, is_tmpfs
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
+from qinglong.worker.retention import Retention
 from qinglong.worker.trust import PlanTrust
 
 log = logging.getLogger("qinglong.worker")
@@ -89,9 +94,11 @@ class WorkerConfig:
     trust: PlanTrust = field(default_factory=PlanTrust)
     bundle_cache_bytes: int = BUNDLE_CACHE_BYTES
     bundle_fetch_seconds: float = FETCH_LIMIT_S
+    retention: Retention = field(default_factory=Retention)
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
+KEEP = Seconds(0, 10 * 365 * 86400)  # a retention time (retention.py)
 ACCOUNTS = List(Str(32, min_len=1, pattern=ACCOUNT_PATTERN), max_items=256)  # names, as a plan gives them
 
 
@@ -125,6 +132,10 @@ class _ConfigFile(Record):
     bundle_fetch_seconds: float | None = wire(
         Seconds(1, 86400), name="bundle_fetch_seconds", optional=True, default=None
     )
+    keep_files_seconds: float | None = wire(KEEP, name="keep_files_seconds", optional=True, default=None)
+    keep_failed_files_seconds: float | None = wire(KEEP, name="keep_failed_files_seconds", optional=True, default=None)
+    journal_keep_seconds: float | None = wire(KEEP, name="journal_keep_seconds", optional=True, default=None)
+    journal_keep_records: int | None = wire(Int(0, 1 << 20), name="journal_keep_records", optional=True, default=None)
 
 
 def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
@@ -152,6 +163,20 @@ def _trust(given: _ConfigFile, base: Path) -> PlanTrust:
         raise ConfigError(f"trusted_plan_keys: {exc} (or require_signed_plans = false)") from None
 
 
+def _retention(given: _ConfigFile) -> Retention:
+    default = Retention()
+    return Retention(
+        keep_files_s=default.keep_files_s if given.keep_files_seconds is None else given.keep_files_seconds,
+        keep_failed_files_s=default.keep_failed_files_s
+        if given.keep_failed_files_seconds is None
+        else given.keep_failed_files_seconds,
+        journal_keep_s=default.journal_keep_s if given.journal_keep_seconds is None else given.journal_keep_seconds,
+        journal_keep_records=default.journal_keep_records
+        if given.journal_keep_records is None
+        else given.journal_keep_records,
+    )
+
+
 def load(path: Path) -> WorkerConfig:
     try:
         raw: dict[str, Any] = tomllib.loads(path.read_text())
@@ -174,6 +199,7 @@ def load(path: Path) -> WorkerConfig:
         trust=_trust(given, base),
         bundle_cache_bytes=(given.bundle_cache_mib or BUNDLE_CACHE_BYTES // (1 << 20)) << 20,
         bundle_fetch_seconds=given.bundle_fetch_seconds or FETCH_LIMIT_S,
+        retention=_retention(given),
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -214,6 +240,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
         bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes, config.bundle_fetch_seconds),
         trust=config.trust,
+        retention=config.retention,
         generation=config.generation,
         capacity=config.capacity,
         page_size=config.page_size,
