@@ -143,11 +143,11 @@ class Inbox:
 
 def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
     """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
-        reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
-        secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
-        a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
-        everything of them was shipped masked before the end. The same write marks the record's files for retention.py:
-    `succeeded` when the database acknowledged an exit code 0, else `failed`."""
+    reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
+    secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
+    a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
+    everything of them was shipped masked before the end. The same write marks the record's files for
+    retention.py: `succeeded` when the database acknowledged an exit code 0, else `failed`."""
     if state in ENDING and inbox.secret_files:
         inbox = inbox.with_files(_remove(inbox))
     if state in TERMINAL_STATES and inbox.handle is not None and inbox.offer.offer.plan.secret_names():

@@ -164,17 +164,14 @@ def _trust(given: _ConfigFile, base: Path) -> PlanTrust:
 
 
 def _retention(given: _ConfigFile) -> Retention:
-    default = Retention()
-    return Retention(
-        keep_files_s=default.keep_files_s if given.keep_files_seconds is None else given.keep_files_seconds,
-        keep_failed_files_s=default.keep_failed_files_s
-        if given.keep_failed_files_seconds is None
-        else given.keep_failed_files_seconds,
-        journal_keep_s=default.journal_keep_s if given.journal_keep_seconds is None else given.journal_keep_seconds,
-        journal_keep_records=default.journal_keep_records
-        if given.journal_keep_records is None
-        else given.journal_keep_records,
-    )
+    """The settings given, the defaults of Retention for the others."""
+    named: dict[str, Any] = {
+        "keep_files_s": given.keep_files_seconds,
+        "keep_failed_files_s": given.keep_failed_files_seconds,
+        "journal_keep_s": given.journal_keep_seconds,
+        "journal_keep_records": given.journal_keep_records,
+    }
+    return Retention(**{k: v for k, v in named.items() if v is not None})
 
 
 def load(path: Path) -> WorkerConfig:
