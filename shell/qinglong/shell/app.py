@@ -299,11 +299,11 @@ def _respond(route: Route, call: Call, result: dict[str, Any]) -> web.Response:
         except WireError:
             raise Refusal("internal.bad_projection", "sealed secrets outside their contract") from None
     try:
-        message = route.response.from_result(result, **route.shell_fields(call, result))
+        body = route.response.result_json(result, **route.shell_fields(call, result))
     except WireError:
         raise Refusal("internal.bad_projection", "database projection outside the response contract") from None
     http = 202 if status in route.accepted else 200
-    return web.Response(status=http, body=message.to_json(), content_type="application/json")
+    return web.Response(status=http, body=body, content_type="application/json")
 
 
 def _secret_refused(route: Route, request_id: str, refused: SecretRefused) -> Refusal:

@@ -1,10 +1,11 @@
 """The shell's one door to PostgreSQL: a psycopg AsyncConnectionPool connected as ql_runtime, and
 calls of ql_api functions by name. The only module of the shell that imports psycopg.
 
-A call is `select ql_api.<function>(p_a => %(p_a)s, …)`: named notation with bind parameters. The
-function and parameter names come from the route table (checked as identifiers here), never from a
-request, and no other SQL is ever built here. Raw tokens and session keys never reach it (only their
-SHA-256 digests do). A serializable call retries 40001 and 40P01 a bounded number of times.
+A call is `select ql_api.<function>(p_a => $1, …)`: named notation with bind parameters, its text made once
+per function and parameter names (`statement`). The function and parameter names come from the route table
+(checked as identifiers here), never from a request, and no other SQL is ever built here. Raw tokens and
+session keys never reach it (only their SHA-256 digests do). A serializable call retries 40001 and 40P01 a
+bounded number of times.
 
 A grouped call (a route that says so: routes.Route.grouped) joins the next group of its function. A group
 takes a connection from the pool, then every call of that function queued by then — those of one event-loop
@@ -43,7 +44,7 @@ import random
 import re
 import select
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -118,21 +119,15 @@ def jsonb(value: object) -> object:
     return Jsonb(value)
 
 
-def statement(function: str, parameters: Iterable[str]) -> str:
-    """`ql_api.<function>(p_a => %(p_a)s, …)`, once the function and every parameter name are identifiers."""
+@functools.lru_cache(maxsize=256)
+def statement(function: str, names: tuple[str, ...], count: int = 1) -> bytes:
+    """`select ql_api.<function>(p_a => $1, …), ql_api.<function>(p_a => $k+1, …), …`: `count` calls in named
+    notation with PostgreSQL's own placeholders, once the function and every parameter name are identifiers
+    (a raw cursor sends it as it is: psycopg parses no query text per call)."""
     if not _FUNCTION.fullmatch(function):
         raise ValueError(f"not a ql_api function name: {function!r}")
-    names = list(parameters)
     if not all(_PARAMETER.fullmatch(name) for name in names):
         raise ValueError(f"not parameter names of ql_api.{function}")
-    return f"ql_api.{function}({', '.join(f'{name} => %({name})s' for name in names)})"
-
-
-@functools.lru_cache(maxsize=256)
-def group_statement(function: str, names: tuple[str, ...], count: int) -> bytes:
-    """`select ql_api.<function>(p_a => $1, …), ql_api.<function>(p_a => $k+1, …), …`: `count` calls in
-    PostgreSQL's own placeholders (a raw cursor: psycopg parses no long query text per call)."""
-    statement(function, names)  # the same checks
     calls = (
         f"ql_api.{function}({', '.join(f'{name} => ${i * len(names) + j + 1}' for j, name in enumerate(names))})"
         for i in range(count)
@@ -230,10 +225,10 @@ class Database:
         try:
             if grouped and not serializable:
                 return await self._grouped(function, args)
-            query = f"select {statement(function, args)}"
+            query, values = statement(function, tuple(args)), list(args.values())
             for attempt in range(1, SERIALIZABLE_ATTEMPTS + 1):
                 try:
-                    return await self._once(query, args, serializable)
+                    return await self._once(query, values, serializable)
                 except _RETRIED:
                     if not serializable or attempt == SERIALIZABLE_ATTEMPTS:
                         raise
@@ -296,7 +291,7 @@ class Database:
         values = [args[name] for args, _ in queued for name in names]
         try:
             cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
-            await cur.execute(group_statement(function, names, len(queued)), values)
+            await cur.execute(statement(function, names, len(queued)), values)
             row = await cur.fetchone()
         except psycopg.Error as exc:
             if isinstance(exc, psycopg.OperationalError) or (exc.sqlstate or "").startswith(UNAVAILABLE):
@@ -318,22 +313,23 @@ class Database:
         future: asyncio.Future[dict[str, Any]],
     ) -> None:
         try:
-            _settle(future, await _fetch(conn, f"select {statement(function, args)}", args))
+            _settle(future, await _fetch(conn, statement(function, tuple(args)), list(args.values())))
         except (psycopg.Error, BadProjection) as exc:
             _settle(future, exc)
 
-    async def _once(self, query: str, args: Mapping[str, object], serializable: bool) -> dict[str, Any]:
+    async def _once(self, query: bytes, values: Sequence[object], serializable: bool) -> dict[str, Any]:
         async with self._pool.connection() as conn:
             if serializable:
                 async with conn.transaction():
                     await conn.execute("set transaction isolation level serializable")
-                    return await _fetch(conn, query, args)
-            return await _fetch(conn, query, args)
+                    return await _fetch(conn, query, values)
+            return await _fetch(conn, query, values)
 
 
-async def _fetch(conn: psycopg.AsyncConnection[Any], query: str, args: Mapping[str, object]) -> dict[str, Any]:
-    cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(query.encode(), args)  # the names are checked by statement()
+async def _fetch(conn: psycopg.AsyncConnection[Any], query: bytes, values: Sequence[object]) -> dict[str, Any]:
+    """The one jsonb object `query` (a statement() of one call) answers with `values` bound."""
+    cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+    await cur.execute(query, values)
     row = await cur.fetchone()
     if row is None or not isinstance(row[0], dict):
         raise BadProjection("a ql_api function returned no jsonb object")

@@ -441,11 +441,11 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.offers.pull", "POST", paths.OFFERS_PULL, "worker", _const(OfferPullRequest),
-        "offer_pull_v1", _offer_pull, OFFER_RESPONSES, shell_fields=_lease_token, mints_token=True,
+        "offer_pull_v1", _offer_pull, OFFER_RESPONSES, shell_fields=_lease_token, mints_token=True, grouped=True,
     ),
     RouteOf(
         "worker.activation", "POST", paths.ACTIVATION, "worker",
-        _activation_request, "attempt_activation_v1", _activation, ActivationResponse, sealing="open",
+        _activation_request, "attempt_activation_v1", _activation, ActivationResponse, sealing="open", grouped=True,
     ),
     RouteOf(
         "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
@@ -466,7 +466,7 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.completion", "POST", paths.COMPLETION, "worker",
-        _const(CompletionRequest), "attempt_complete_v1", _completion, CompletionResponse,
+        _const(CompletionRequest), "attempt_complete_v1", _completion, CompletionResponse, grouped=True,
     ),
     RouteOf(
         "user.runs.enqueue", "POST", paths.RUNS, "user", _const(EnqueueRequest), "run_enqueue_v1", _enqueue,

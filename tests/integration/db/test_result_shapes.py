@@ -98,15 +98,17 @@ class Rig:
     sealer: Sealer = field(default_factory=lambda: Sealer(bytes(range(32))))
     seen: dict[str, set[str]] = field(default_factory=dict)
 
+    def _call(self, function: str, args: Mapping[str, object]) -> tuple[Any, ...] | None:
+        return psycopg.RawCursor(self.rt).execute(statement(function, tuple(args)), list(args.values())).fetchone()
+
     def drive(self, route_name: str, *, token: str | None = None, **args: Any) -> dict[str, Any]:
         """Call the route's function with these arguments (by name) as the shell does; check the
         success result against the route's response contract; return it."""
         route = ROUTE[route_name]
-        query = f"select {statement(route.function, args)}"
         with self.rt.transaction():
             if route.serializable:
                 self.rt.execute("set transaction isolation level serializable")
-            row = self.rt.execute(query.encode(), args).fetchone()
+            row = self._call(route.function, args)
         assert row is not None
         result: dict[str, Any] = row[0]
         worker = args.get("p_worker_id")
@@ -166,7 +168,7 @@ class Rig:
         assert name is not None
         for project in (str(name[0]), str(self.project)):  # by name (v2), then by id (v1): both shapes
             function, args = Admission.call(digest(subject.token), project, permission, route, f"r-{uuid.uuid4().hex}")
-            row = self.rt.execute(f"select {statement(function, args)}".encode(), args).fetchone()
+            row = self._call(function, args)
             assert row is not None
             result: dict[str, Any] = row[0]
             assert Admission.from_obj(result).to_obj() == result

@@ -169,9 +169,9 @@ class NonObjectDatabase(Database):
     ) -> dict[str, Any]:
         if function != self.function:
             return await super().call(function, args, serializable=serializable, grouped=grouped)
-        query = f"select jsonb_build_array({statement(function, args)})"
+        query = b"select jsonb_build_array(" + statement(function, tuple(args)).removeprefix(b"select ") + b")"
         async with self._pool.connection() as conn:
-            return await _fetch(conn, query, args)
+            return await _fetch(conn, query, list(args.values()))
 
 
 @pytest.mark.parametrize(

@@ -371,6 +371,7 @@ def assert_round_trip(msg: Message) -> None:
     sql = {k: v for k, v in msg.to_obj().items() if k != "schema"}
     added = {f.name: sql.pop(f.name) for f in cls.FIELDS if f.from_shell}
     assert cls.from_result(sql, **added) == msg
+    assert cls.result_json(sql, **added) == data
 
 
 def assert_only_wire_errors(cls: type[Message], data: bytes) -> None:

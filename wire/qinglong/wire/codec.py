@@ -141,6 +141,17 @@ def _walk(root: object) -> None:
             check_text(node, "a string")
 
 
+# Made once: json.loads and json.dumps with options build a decoder or an encoder on every call.
+_DECODER: Final = json.JSONDecoder(
+    strict=False,  # raw control characters reach _walk, which names them
+    object_pairs_hook=_pairs,
+    parse_constant=_constant,
+    parse_int=_integer,
+    parse_float=_float,
+)
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def decode(data: bytes | bytearray, *, cap: int) -> dict[str, object]:
     """Decode one wire body of at most `cap` bytes into a JSON object, or raise WireError."""
     if not isinstance(data, bytes | bytearray):
@@ -152,14 +163,7 @@ def decode(data: bytes | bytearray, *, cap: int) -> dict[str, object]:
     except UnicodeDecodeError:
         raise WireError(INVALID_UTF8, "body is not UTF-8") from None
     try:
-        obj: object = json.loads(
-            text,
-            strict=False,  # raw control characters reach _walk, which names them
-            object_pairs_hook=_pairs,
-            parse_constant=_constant,
-            parse_int=_integer,
-            parse_float=_float,
-        )
+        obj: object = _DECODER.decode(text)
     except RecursionError:
         raise WireError(TOO_DEEP, f"nesting deeper than {MAX_DEPTH}") from None
     except ValueError:
@@ -172,4 +176,4 @@ def decode(data: bytes | bytearray, *, cap: int) -> dict[str, object]:
 
 def encode(obj: object) -> bytes:
     """The canonical bytes of a JSON value: sorted keys, no whitespace, UTF-8, finite numbers."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _ENCODER.encode(obj).encode()

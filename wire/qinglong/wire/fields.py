@@ -142,6 +142,7 @@ class Record:
     dataclasses; construction checks every field, so an instance is always valid."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
+    KNOWN: ClassVar[frozenset[str]] = frozenset()  # the wire names a body may carry: FIELDS' and RESERVED
     # Groups of attributes of which at least one must be non-null (a rule the database also holds).
     REQUIRE_ANY: ClassVar[tuple[tuple[str, ...], ...]] = ()
     RESERVED: ClassVar[frozenset[str]] = frozenset()
@@ -172,7 +173,10 @@ class Record:
         attrs = {f.attr for f in bound}
         if any(not set(group) <= attrs for group in cls.REQUIRE_ANY):
             raise TypeError(f"{cls.__name__}.REQUIRE_ANY names an undeclared attribute")
+        if cls.__post_init__ is not Record.__post_init__:  # load_at builds without it
+            raise TypeError(f"{cls.__name__}: a rule belongs in a spec or REQUIRE_ANY, not in __post_init__")
         cls.FIELDS = tuple(bound)
+        cls.KNOWN = frozenset(names) | cls.RESERVED
 
     def __post_init__(self) -> None:
         where = type(self).__name__
@@ -181,9 +185,13 @@ class Record:
             if value is None and (f.nullable or f.optional):
                 continue
             object.__setattr__(self, f.attr, f.spec.check(value, _at(where, f.name)))
-        for group in self.REQUIRE_ANY:
-            if all(getattr(self, attr) is None for attr in group):
-                names = ", ".join(f.name for f in self.FIELDS if f.attr in group)
+        self._require_any(self.__dict__, where)
+
+    @classmethod
+    def _require_any(cls, values: Mapping[str, object], where: str) -> None:
+        for group in cls.REQUIRE_ANY:
+            if all(values[attr] is None for attr in group):
+                names = ", ".join(f.name for f in cls.FIELDS if f.attr in group)
                 raise WireError(MISSING_FIELD, f"{where}: one of {names} must not be null")
 
     @classmethod
@@ -199,9 +207,8 @@ class Record:
         """Load a decoded JSON object found at `where` (a field path used in error messages)."""
         if not isinstance(obj, dict):
             raise WireError(BAD_TYPE, f"{where or 'body'}: expected an object")
-        known = {f.name for f in cls.FIELDS} | cls.RESERVED
         for key in obj:
-            if key not in known:
+            if key not in cls.KNOWN:
                 raise WireError(UNKNOWN_FIELD, f"{where or 'body'}: unknown field {_describe_key(key)}")
         values: dict[str, object] = {}
         for f in cls.FIELDS:
@@ -218,7 +225,10 @@ class Record:
                 values[f.attr] = None
                 continue
             values[f.attr] = f.spec.load(value, path)
-        return cls(**values)
+        cls._require_any(values, cls.__name__)
+        loaded = object.__new__(cls)  # every field was checked as it loaded: no second check in __post_init__
+        loaded.__dict__.update(values)
+        return loaded
 
     @classmethod
     def from_obj(cls, obj: object) -> Self:
@@ -285,9 +295,8 @@ class Message(Record):
         return cls.from_obj(decode(data, cap=cls.CAP))
 
     @classmethod
-    def from_result(cls, result: Mapping[str, object], **added: object) -> Self:
-        """Check a database result against this contract: the result's keys plus `"schema"` and
-        exactly the fields the shell adds (wire names, e.g. sessionKey=…)."""
+    def _result_obj(cls, result: Mapping[str, object], added: Mapping[str, object]) -> dict[str, object]:
+        """The body a database result makes: its keys plus `"schema"` and exactly the fields the shell adds."""
         shell = {f.name for f in cls.FIELDS if f.from_shell}
         if shell - set(added):
             raise WireError(MISSING_FIELD, f"the shell must add: {', '.join(sorted(shell))}")
@@ -297,16 +306,33 @@ class Message(Record):
             raise WireError(NOT_OBJECT, "database result is not an object")
         if "schema" in result or shell & set(result):
             raise WireError(UNKNOWN_FIELD, "database result carries a field the shell adds")
-        return cls.from_obj({**result, "schema": cls.SCHEMA, **added})
+        return {**result, "schema": cls.SCHEMA, **added}
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, object], **added: object) -> Self:
+        """Check a database result against this contract: the result's keys plus `"schema"` and
+        exactly the fields the shell adds (wire names, e.g. sessionKey=…)."""
+        return cls.from_obj(cls._result_obj(result, added))
+
+    @classmethod
+    def result_json(cls, result: Mapping[str, object], **added: object) -> bytes:
+        """`from_result(…).to_json()` without dumping the message again: a body that loads dumps to itself (the
+        dump of every spec a message uses undoes its load), so the checked body is encoded as it is."""
+        body = cls._result_obj(result, added)
+        cls.from_obj(body)
+        return cls._capped(encode(body))
 
     def to_obj(self) -> dict[str, object]:
         return {"schema": self.SCHEMA, **super().to_obj()}
 
     def to_json(self) -> bytes:
         """The canonical bytes; refuses to produce a body over CAP (the receiver would refuse it)."""
-        data = encode(self.to_obj())
-        if len(data) > self.CAP:
-            raise WireError(TOO_LARGE, f"{type(self).__name__}: body over {self.CAP} bytes")
+        return self._capped(encode(self.to_obj()))
+
+    @classmethod
+    def _capped(cls, data: bytes) -> bytes:
+        if len(data) > cls.CAP:
+            raise WireError(TOO_LARGE, f"{cls.__name__}: body over {cls.CAP} bytes")
         return data
 
 
@@ -350,3 +376,6 @@ class Variants(Generic[M]):
 
     def from_result(self, result: Mapping[str, object], **added: object) -> M:
         return self.variant(result).from_result(result, **added)
+
+    def result_json(self, result: Mapping[str, object], **added: object) -> bytes:
+        return self.variant(result).result_json(result, **added)

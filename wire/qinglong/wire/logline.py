@@ -23,10 +23,15 @@ from typing import Any, Final
 
 _HELD: dict[str, tuple[float, int]] = {}  # key → (when last written, how many held back since)
 _MAX_KEYS: Final = 256
+_JSON: Final = json.JSONEncoder(default=str)  # made once (json.dumps with an option makes one per call)
 
 
 def configure() -> None:
-    """Send INFO and above to stderr as JSON lines (a server command's first step)."""
+    """Send INFO and above to stderr as JSON lines (a server command's first step). A line holds none of the
+    record's caller, thread or process, so the logging module is told not to look them up (its documented
+    optimisation: the shell writes a line per request)."""
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
@@ -88,4 +93,4 @@ class JsonLines(logging.Formatter):
             "level": record.levelname.lower(),
             "component": record.name.removeprefix("qinglong.").split(".")[0],
         }
-        return json.dumps({**head, **fields}, default=str)
+        return _JSON.encode({**head, **fields})
