@@ -458,7 +458,8 @@ async def test_a_running_worker_writes_its_status_and_owns_its_journal(rig: Rig)
     first = written()
     assert first is not None
     assert set(first) == {"pid", "start_time", "boot_id", "session_id", "last_contact_ms", "failed_closed",
-                          "updated_ms"}  # fmt: skip
+                          "disk", "updated_ms"}  # fmt: skip
+    assert set(first["disk"]) == {"low", "free_bytes", "min_free_bytes", "used_bytes"} and not first["disk"]["low"]
     assert first["pid"] == worker.pid and first["failed_closed"] is False
     assert stat.S_IMODE(os.stat(status_file).st_mode) == 0o600
     live = rig.one("select id::text from ql.worker_sessions where worker_id = %s and status = 'live'", (rig.worker_id,))
@@ -471,6 +472,7 @@ async def test_a_running_worker_writes_its_status_and_owns_its_journal(rig: Rig)
     assert summary.returncode == 0, summary.stderr
     assert f"worker: pid {worker.pid} running" in summary.stdout
     assert f"  session: {live}" in summary.stdout
+    assert "  disk: pulling; free " in summary.stdout
     offer = str(uuid.uuid4())
     argv = ("journal", "resolve", offer, "--config", str(config), "--stopped", "--reason", "x")
     assert "owns this journal" in refused(await asyncio.to_thread(cli, rig.root, *argv))

@@ -15,7 +15,8 @@ the network, the credentials or the work folder. The `run` command writes the st
   database recovers the Attempt at its Lease expiry.
 - `status`: records per state, the records that need an operator, and from the status file the
   Worker's pid (stale once that process no longer runs), session id and last successful contact
-  with the control plane (a session open or heartbeat).
+  with the control plane (a session open or heartbeat), and its disk budget (free space, its own usage, and
+  whether it pulls).
 
 Nothing printed holds a lease token: `show` replaces every `leaseToken` value (and that value
 wherever else it appears) with "<redacted>"; `list` and `status` print ids, states, times and
@@ -64,9 +65,17 @@ def status_path(journal: Path) -> Path:
     return journal.with_name(journal.name + STATUS_SUFFIX)
 
 
-def write_status(journal: Path, *, session_id: str | None, last_contact_ms: int | None, failed_closed: bool) -> None:
+def write_status(
+    journal: Path,
+    *,
+    session_id: str | None,
+    last_contact_ms: int | None,
+    failed_closed: bool,
+    disk: Mapping[str, Any] | None = None,
+) -> None:
     """Replace `<journal>.status.json` (0600, atomic, not fsynced): this process's identity (pid, its
-    start time and the boot id, so a reused pid reads as stale), its session and last contact."""
+    start time and the boot id, so a reused pid reads as stale), its session and last contact, and its
+    disk budget (`DiskBudget.status`)."""
     pid = os.getpid()
     status = {
         "pid": pid,
@@ -75,6 +84,7 @@ def write_status(journal: Path, *, session_id: str | None, last_contact_ms: int 
         "session_id": session_id,
         "last_contact_ms": last_contact_ms,
         "failed_closed": failed_closed,
+        "disk": disk,
         "updated_ms": time.time_ns() // 1_000_000,
     }
     write_atomically(status_path(journal), json.dumps(status, sort_keys=True).encode() + b"\n", durable=False)
@@ -289,6 +299,15 @@ def _ms(value: object) -> str:
     return f"{_iso(value / 1000)} ({age:.0f} s ago)"
 
 
+def _disk(disk: object) -> str:
+    if not isinstance(disk, dict):
+        return "not measured"
+    mib = {k: f"{v / 2**20:.1f} MiB" if type(v) is int else "unknown" for k, v in disk.items()}
+    pulling = "NOT pulling: free space is below min_free_mib" if disk.get("low") else "pulling"
+    return (f"{pulling}; free {mib.get('free_bytes')} (min_free_mib: {mib.get('min_free_bytes')}), "
+            f"used by this Worker {mib.get('used_bytes')}")  # fmt: skip
+
+
 def status(journal: Path, out: IO[str]) -> int:
     print(f"journal: {journal}", file=out)
     if not os.path.lexists(journal):
@@ -320,6 +339,7 @@ def status(journal: Path, out: IO[str]) -> int:
     print(f"  session: {found.get('session_id') or 'none'}", file=out)
     print(f"  last contact with the control plane: {_ms(found.get('last_contact_ms'))}", file=out)
     print(f"  failed closed: {'yes' if found.get('failed_closed') else 'no'}", file=out)
+    print(f"  disk: {_disk(found.get('disk'))}", file=out)
     print(f"  status written: {_ms(found.get('updated_ms'))}", file=out)
     return 0
 

@@ -16,7 +16,8 @@ through the Processor, the coordinator and the one client it is given.
   record is supervised every tick while capacity ≤ page_size), re-check the abort signal, then pull
   ≤ 1 offer when capacity allows and no lease loss, control-plane terminal or recovery fact appeared
   in this tick; with a `retention`, a retention pass runs (in a thread) after the supervision and before the
-  pull. Concurrent ticks coalesce into one.
+  pull; with a `disk` budget (disk.py), it is measured (in a thread) next, and below it nothing is pulled.
+  Concurrent ticks coalesce into one.
 - stop(): mark stopping, abort an in-flight pull, await in-flight work, then release ownership.
 One outer cadence (the `run` command) calls tick(); the lifecycle owns no timer.
 """
@@ -48,6 +49,7 @@ from qinglong.worker.client import (
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.coordinator import SUPERVISED, Coordinator
 from qinglong.worker.delivery import SecretValues
+from qinglong.worker.disk import DiskBudget
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boottime_ns
 from qinglong.worker.inbox import Inbox, sweep
@@ -87,6 +89,7 @@ class Lifecycle:
         bundles: BundleCache | None = None,
         trust: PlanTrust | None = None,
         retention: Retention | None = None,  # None: nothing ended is ever removed (the run command passes one)
+        disk: DiskBudget | None = None,  # None: pull whatever the disk holds (the run command passes one)
     ) -> None:
         if not 1 <= page_size <= 64:
             raise ValueError("page_size is 1..64")
@@ -101,6 +104,7 @@ class Lifecycle:
         self._bundles = bundles or BundleCache(executor.work_dir / "bundles", BUNDLE_CACHE_BYTES)
         self._trust = trust or PlanTrust()
         self._retention = retention
+        self.disk = disk
         self._sweeper: Sweeper | None = None
         self._journal: Journal | None = None
         self._session: Session | None = None
@@ -250,6 +254,8 @@ class Lifecycle:
         self.events.append("supervise")
         if self._sweeper is not None:
             await asyncio.to_thread(self._sweeper.sweep)
+        if self.disk is not None and not await asyncio.to_thread(self.disk.check):
+            return
         if self._stopping or self.failed_closed or stop_fact or self._session is None or backing_off:
             return
         if journal.count(states=ACTIVE) >= self._capacity:

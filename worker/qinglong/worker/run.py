@@ -32,6 +32,7 @@ they read the same config but use only its `journal`, never the network.
     keep_failed_files_seconds = 86400  # ... and after any other end (for inspection); its secret files go at once
     journal_keep_seconds = 259200    # a journal record whose files are gone is deleted this long after its end,
     journal_keep_records = 100       # except the newest this many (`qinglong-worker journal list`)
+    min_free_mib = 32                # below this much free space on work_dir's file system, pull nothing
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from qinglong.worker.bundles import BUNDLE_CACHE_BYTES, FETCH_LIMIT_S, BundleCac
 from qinglong.worker.client import FileCredentials, IngressClient
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.delivery import SHM, is_tmpfs
+from qinglong.worker.disk import MIB, MIN_FREE_MIB, DiskBudget
 from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
@@ -95,6 +97,7 @@ class WorkerConfig:
     bundle_cache_bytes: int = BUNDLE_CACHE_BYTES
     bundle_fetch_seconds: float = FETCH_LIMIT_S
     retention: Retention = field(default_factory=Retention)
+    min_free_bytes: int = MIN_FREE_MIB * MIB
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
@@ -136,6 +139,7 @@ class _ConfigFile(Record):
     keep_failed_files_seconds: float | None = wire(KEEP, name="keep_failed_files_seconds", optional=True, default=None)
     journal_keep_seconds: float | None = wire(KEEP, name="journal_keep_seconds", optional=True, default=None)
     journal_keep_records: int | None = wire(Int(0, 1 << 20), name="journal_keep_records", optional=True, default=None)
+    min_free_mib: int | None = wire(Int(0, 1 << 30), name="min_free_mib", optional=True, default=None)
 
 
 def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
@@ -197,6 +201,7 @@ def load(path: Path) -> WorkerConfig:
         bundle_cache_bytes=(given.bundle_cache_mib or BUNDLE_CACHE_BYTES // (1 << 20)) << 20,
         bundle_fetch_seconds=given.bundle_fetch_seconds or FETCH_LIMIT_S,
         retention=_retention(given),
+        min_free_bytes=(MIN_FREE_MIB if given.min_free_mib is None else given.min_free_mib) * MIB,
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -238,6 +243,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
         bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes, config.bundle_fetch_seconds),
         trust=config.trust,
         retention=config.retention,
+        disk=DiskBudget(config.work_dir, config.journal, config.min_free_bytes),
         generation=config.generation,
         capacity=config.capacity,
         page_size=config.page_size,
@@ -296,6 +302,7 @@ def _write_status(journal: Path, lifecycle: Lifecycle) -> None:
             session_id=lifecycle.last_session_id,
             last_contact_ms=lifecycle.last_contact_ms,
             failed_closed=lifecycle.failed_closed,
+            disk=None if lifecycle.disk is None else lifecycle.disk.status(),
         )
 
 
