@@ -54,11 +54,12 @@ async def test_a_worker_short_of_disk_pulls_nothing_but_finishes_its_task_and_pu
     filler = rig.work_dir / "filler"
     with tmpfs(rig.work_dir, "8m"), child_subreaper():
         worker = rig.start_worker_process(config)
-        running = rig.add_run({"argv": ["sh", "-c", "echo begun; sleep 6; echo done"], "maxAttempts": 1})
+        running = rig.add_run({"argv": ["sh", "-c", "echo begun; sleep 12; echo done"], "maxAttempts": 1})
         await poll(lambda: rig.run_status(running) != "queued", within=20)
         assert rig.run_status(running) == "running", worker.output()
         filler.write_bytes(b"\0" * (6 << 20))  # about 2 MiB left of 8: below min_free_mib
         await poll(lambda: "disk.low" in worker.output(), within=10)
+        assert rig.run_status(running) == "running", "the task ended before the disk was seen low"
         version = rig.lease_version(running)
         queued = rig.add_run({"argv": ["echo", "later"], "maxAttempts": 1})
         await poll(lambda: rig.run_status(running) in ENDED_RUN, within=20)

@@ -9,6 +9,7 @@ task processes (these tests run as root: the switch to `nobody` is real), tempor
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import signal
@@ -30,7 +31,8 @@ NOBODY = pwd.getpwnam("nobody")
 
 
 async def run_one(rig: Rig, plan: Mapping[str, Any], config: Sequence[str]) -> str:
-    """Run one plan to its end under a real Worker process configured with `config` lines."""
+    """Run one plan to its end under a real Worker process configured with `config` lines. A start failure's
+    log line names its code (the `error` of the move to start_failed)."""
     run = rig.add_run({"maxAttempts": 1, **plan})
     path = rig.write_config(tick_seconds=0.2, extra=config)
     with child_subreaper():
@@ -39,6 +41,9 @@ async def run_one(rig: Rig, plan: Mapping[str, Any], config: Sequence[str]) -> s
         await poll(lambda: rig.state() == "completed", within=10)
         worker.popen.send_signal(signal.SIGTERM)
         assert await worker.wait(10) == 0, worker.output()
+    moves = [json.loads(line) for line in worker.output().splitlines() if '"record.state"' in line]
+    failed = [m for m in moves if m["to"] == "start_failed"]
+    assert [m["error"] for m in failed] == ([rig.record().data["error_code"]] if failed else []), failed
     return run
 
 

@@ -142,8 +142,8 @@ class Inbox:
 
 
 def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record:
-    """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids and the
-    reason only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
+    """Compare-and-set the record to `state` with `inbox`; a state change is logged (ids, the reason and the
+    error code only: never the lease token, which lives in the offer). Into an ENDING state, the launch's
     secret files are removed first, and the record keeps only those that could not be. Into a terminal state,
     a launch that received secrets also loses its output files: they hold what the task printed unmasked, and
     everything of them was shipped masked before the end. The same write marks the record's files for
@@ -157,7 +157,7 @@ def save(journal: Journal, record: Record, state: State, inbox: Inbox) -> Record
     saved = journal.cas(record.offer_id, record.revision, state=state, data=inbox.to_data(), succeeded=succeeded)
     if state != record.state:
         moved: dict[str, Any] = {"from": record.state, "to": state}  # `from` is a keyword: passed as a mapping
-        moved.update(offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason)
+        moved.update(offer=record.offer_id, run=inbox.offer.offer.run_id, reason=inbox.reason, error=inbox.error_code)
         emit(log, logging.INFO, "record.state", **moved)
     return saved
 

@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,8 +75,7 @@ def remove_tree(path: Path) -> None:
     """Remove `path` and everything under it without following a symlink; a missing path is fine; a folder the
     task made unwritable is made writable for its owner first. Raises OSError for anything else."""
 
-    def retry(func: Callable[..., Any], failed: str, info: Any) -> None:
-        error = info[1]
+    def retry(func: Callable[..., Any], failed: str, error: BaseException) -> None:
         if isinstance(error, FileNotFoundError):
             return
         if not isinstance(error, PermissionError) or failed == str(path):
@@ -83,7 +83,10 @@ def remove_tree(path: Path) -> None:
         os.chmod(os.path.dirname(failed), 0o700)
         func(failed)
 
-    shutil.rmtree(path, onerror=retry)
+    if sys.version_info >= (3, 12):  # `onerror` is deprecated from 3.12 (Debian 13's Python is 3.13)
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=lambda func, failed, info: retry(func, failed, info[1]))
 
 
 class Sweeper:
