@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
-from qinglong.cli.common import Commands, dsn_option, name, positive
+from qinglong.cli.common import PROJECT_HELP, Commands, dsn_option, name, positive
 from qinglong.cli.connect import admin_transaction, project_id
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def add_schedule(task: Commands) -> None:
     """`schedule` in the task group."""
     p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
     dsn_option(p)
-    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help=PROJECT_HELP)
     p.add_argument("--name", required=True, help="the task's name")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
@@ -67,6 +67,8 @@ def add_schedule(task: Commands) -> None:
     p.add_argument("--timezone", default="UTC", help="the IANA time zone the fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), default="skip",
                    help="skip (default) or allow a fire time while a Run of the task is not terminal")  # fmt: skip
-    p.add_argument("--count", type=positive, default=5, help="how many next and last fire times to print (1..100)")
+    p.add_argument(
+        "--count", type=positive, default=5, help="how many next and last fire times to print (1..100; default 5)"
+    )
     p.add_argument("--json", action="store_true", help="print the change and the schedule as one JSON document")
     p.set_defaults(handler=schedule)
