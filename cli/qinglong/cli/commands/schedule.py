@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
 from qinglong.cli.common import PROJECT_HELP, Commands, dsn_option, name, positive
-from qinglong.cli.connect import admin_transaction, project_id
+from qinglong.cli.connect import admin_transaction, one, project_id
 
 if TYPE_CHECKING:
     from qinglong.cli.admin import Transaction
@@ -34,11 +34,13 @@ def schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
 def schedule(args: argparse.Namespace) -> int:
     def body(tx: Transaction) -> dict[str, Any]:  # a change and the schedule it leaves, in one transaction
         changed: dict[str, Any] = {}
-        project = project_id(tx, args.project)
+        listed = tx.call(op.task_list_v1, p_project=project_id(tx, args.project))
+        project = listed["projectId"]
+        task = one(listed["tasks"], "name", args.name, "task", "taskId", f"in project {listed['project']}")["name"]
         if not args.show:
-            changed = tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.cron,
+            changed = tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=task, p_cron=args.cron,
                               p_timezone=args.timezone, p_overlap=args.overlap)  # fmt: skip
-        shown = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=args.name, p_count=args.count)
+        shown = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=task, p_count=args.count)
         return {"changed": changed, "shown": shown}
 
     result = admin_transaction(args, body)
@@ -59,7 +61,7 @@ def add_schedule(task: Commands) -> None:
     p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
     dsn_option(p)
     p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help=PROJECT_HELP)
-    p.add_argument("--name", required=True, help="the task's name")
+    p.add_argument("--name", required=True, metavar="NAME|ID", help="the task, by name, id or short id")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
     what.add_argument("--clear", action="store_true", help="remove the schedule")
