@@ -275,7 +275,7 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
             raise Refusal("internal.bad_projection", "an allow without its subject")
         call.subject_id = admission.subject_id
         return
-    if admission.decision == "allow":
+    if admission.decision == "allow" and project is not None:
         project_id = admission.project_id or (project if UUID_TEXT.fullmatch(project) else None)  # v1 was given it
         if None in (admission.subject_id, project_id, admission.project_version, admission.binding_version):
             raise Refusal("internal.bad_projection", "an allow without its subject, project and versions")
