@@ -80,7 +80,8 @@ class UserApi:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLCertVerificationError):
                 raise _untrusted(exc.reason, self.ca) from None
-            raise Unreachable(f"{self.base}: {exc.reason}") from None
+            hint = " (is it the user API's HTTPS address?)" if isinstance(exc.reason, ssl.SSLError) else ""
+            raise Unreachable(f"{self.base}: {exc.reason}{hint}") from None
         except (OSError, http.client.HTTPException) as exc:  # e.g. a peer that closed the connection unanswered
             raise Unreachable(f"{self.base}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from None
 

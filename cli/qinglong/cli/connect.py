@@ -149,14 +149,15 @@ def user_call(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 # What to do about a refusal, by its code (and for 403 denied, by the admission reason in its message).
+_ARCHIVED: Final = "the project is archived: it only reads"
 _ADVICE: Final = {
     "auth.unauthenticated": "the shell knows no active subject with this bearer token: check --token-file "
     "(or QINGLONG_TOKEN_FILE, QINGLONG_TOKEN); an operator lists subjects with `qinglong subject list`",
     "role.insufficient": "your role there does not allow it: an owner or admin can grant one (`qinglong role set`)",
-    "project.archived": "the project is archived: it only reads",
+    "project.archived": _ARCHIVED,
     "approval_required": "an agent may not stop a Run: a user must cancel it",
     "fenced.task_disabled": "the task is disabled: an operator enables it with `qinglong task enable`",
-    "fenced.project_archived": "the project is archived: it only reads",
+    "fenced.project_archived": _ARCHIVED,
     "storage.conflict": "it collided with another change: run the command again",
     "storage.unavailable": "the shell cannot reach its database: try again later",
 }

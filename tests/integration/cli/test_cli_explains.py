@@ -191,3 +191,13 @@ def test_every_optional_option_says_its_default() -> None:
     assert len(helps) > 40, helps
     exclusive = {("task schedule", "--cron")}  # one of --cron, --clear, --show is required: no default
     assert [h for h in helps if "default" not in h[2] and h[:2] not in exclusive] == []
+
+
+async def test_a_plain_http_port_is_named_with_its_url_and_exit_3(
+    shell: Shell, seed: Seed, pki: Pki, tmp_path: Path
+) -> None:
+    not_tls = shell.admin_url.replace("http://", "https://")  # the admin listener speaks plain HTTP
+    token = _token_file(tmp_path, "viewer", seed.viewer.token)
+    out = await acli("run", "show", "--api", not_tls, "--ca", str(pki.ca), "--token-file", str(token), seed.runs_p[0])
+    line = refused(out, 3, f"qinglong: shell unreachable at {not_tls}: ")
+    assert line.endswith("(is it the user API's HTTPS address?)"), line
