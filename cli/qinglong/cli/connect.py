@@ -184,7 +184,8 @@ class UserScope:
         return listing([p["project"] for p in (found or self.projects())["projects"]])
 
     def call(self, doing: str, call: Callable[[str], dict[str, Any]], missing: str = "") -> dict[str, Any]:
-        """call(project) as one line on a refusal: `doing` says what was asked, `missing` what a 404 means."""
+        """call(project) as one line on a refusal: `doing` says what was asked, `missing` what a 404 means (a 404
+        whose reason is an Attempt says so instead)."""
         assert self.project is not None
         try:
             return user_call(lambda: call(self.project or ""))
@@ -200,6 +201,8 @@ class UserScope:
     def refusal(self, doing: str, exc: ApiError, missing: str = "") -> str:
         if exc.status == 404 and exc.message == "project.not_found":
             return f"no project {self.project!r} (projects you can see: {self.seen()})"
+        if exc.status == 404 and exc.message == "attempt":
+            return f"{doing}: no such Attempt (`qinglong run show` lists the Run's Attempts)"
         if exc.status == 404 and missing:
             return missing
         from qinglong.wire.errors import ERRORS
