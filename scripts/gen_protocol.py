@@ -58,6 +58,7 @@ from qinglong.wire import (
     OutputAppended,
     OutputAppendRequest,
     Plan,
+    ProjectList,
     ProjectView,
     ProjectWorker,
     ProjectWorkers,
@@ -126,6 +127,7 @@ from qinglong.wire.fields import (
     Uuid,
 )
 from qinglong.wire.output import OutputAttempt, OutputChunk, OutputStream
+from qinglong.wire.project import ProjectListQuery, RunMatch, VisibleProject
 from qinglong.wire.query import Query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -422,6 +424,15 @@ def examples() -> dict[type[Message], Message]:
             run_start="allow",
             run_stop="allow",
         ),
+        ProjectList(
+            projects=(
+                VisibleProject(project_id=PROJECT, project="nightly-jobs", project_status="active", role="operator"),
+            ),
+            runs=(
+                RunMatch(run_id=RUN, project_id=PROJECT, project="nightly-jobs", task_name="backup", status="failed"),
+            ),
+            more_runs=False,
+        ),
         ProjectWorkers(
             workers=(
                 ProjectWorker(
@@ -465,6 +476,7 @@ def examples() -> dict[type[Message], Message]:
 EXAMPLE_QUERIES: dict[type[Query], Query] = {
     RunListQuery: RunListQuery(task_id=TASK, status="failed", since_ms=T0, limit=20),
     RunOutputQuery: RunOutputQuery(attempt=1, after=41),
+    ProjectListQuery: ProjectListQuery(run_id_prefix="e0000000"),
 }
 
 # -- describing declared fields ------------------------------------------------------------------

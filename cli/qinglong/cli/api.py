@@ -1,5 +1,6 @@
 """The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show, list Runs, read
-their output, list a project's tasks, set, delete and list its secrets.
+their output, list the Projects the token may read and find Runs by a short id, list a project's tasks, set, delete
+and list its secrets.
 It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
 Touches the network (one request per call) and reads the CA and token files it is given.
 """
@@ -7,6 +8,7 @@ Touches the network (one request per call) and reads the CA and token files it i
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import urllib.error
@@ -21,15 +23,16 @@ from qinglong.wire.secrets import SECRET_SCHEMA
 
 
 class ApiError(Exception):
-    """A refused call: the HTTP status and the stable error code of qinglong/error@v1."""
+    """A refused call: the HTTP status, the stable error code of qinglong/error@v1 and its message (the rule, field or
+    admission reason it names)."""
 
-    def __init__(self, status: int, code: str) -> None:
+    def __init__(self, status: int, code: str, message: str = "") -> None:
         super().__init__(f"{status} {code}")
-        self.status, self.code = status, code
+        self.status, self.code, self.message = status, code, message
 
 
 class Unreachable(Exception):
-    """The shell could not be reached."""
+    """The shell could not be reached: the URL and why."""
 
 
 class BadCa(Exception):
@@ -67,18 +70,20 @@ class UserApi:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             try:
-                code = json.loads(exc.read()).get("code", "unknown")
+                error = json.loads(exc.read())
             except ValueError:
-                code = "unknown"
-            raise ApiError(exc.code, str(code)) from None
+                error = {}
+            error = error if isinstance(error, dict) else {}
+            raise ApiError(exc.code, str(error.get("code", "unknown")), str(error.get("message", ""))) from None
         except ssl.SSLCertVerificationError as exc:
             raise _untrusted(exc, self.ca) from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLCertVerificationError):
                 raise _untrusted(exc.reason, self.ca) from None
-            raise Unreachable(str(exc.reason)) from None
-        except OSError as exc:
-            raise Unreachable(str(getattr(exc, "reason", exc))) from None
+            hint = " (is it the user API's HTTPS address?)" if isinstance(exc.reason, ssl.SSLError) else ""
+            raise Unreachable(f"{self.base}: {exc.reason}{hint}") from None
+        except (OSError, http.client.HTTPException) as exc:  # e.g. a peer that closed the connection unanswered
+            raise Unreachable(f"{self.base}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from None
 
     def enqueue(self, project: str, task_id: str, mutation_id: str | None = None) -> dict[str, Any]:
         body = {"schema": ENQUEUE_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex, "taskId": task_id}
@@ -94,6 +99,14 @@ class UserApi:
     def list_runs(self, project: str, query: str) -> dict[str, Any]:
         """One page of the run history; `query` is a RunListQuery's query string (qinglong.wire)."""
         return self.request("GET", paths.RUNS.format(project=project) + (f"?{query}" if query else ""))[1]
+
+    def projects(self, run_prefix: str | None = None) -> dict[str, Any]:
+        """The Projects this token's subject may read (qinglong/project-list@v1), and its Runs there whose id starts
+        with `run_prefix` (hex digits)."""
+        from qinglong.wire import ProjectListQuery
+
+        query = ProjectListQuery(run_id_prefix=run_prefix).to_query()
+        return self.request("GET", paths.PROJECTS + (f"?{query}" if query else ""))[1]
 
     def tasks(self, project: str) -> dict[str, Any]:
         """The project's tasks (qinglong/task-list@v1): how a task's name becomes its id."""

@@ -11,10 +11,11 @@ import re
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from qinglong.cli import operators as op
-from qinglong.cli.common import EXIT_UNAVAILABLE, Failure
+from qinglong.cli.api import ApiError
+from qinglong.cli.common import EXIT_UNAVAILABLE, Failure, id_prefix, starts
 from qinglong.wire.codec import WireError
 from qinglong.wire.fields import Record, Str, wire
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN
@@ -44,21 +45,31 @@ def admin_transaction(args: argparse.Namespace, body: Callable[[Transaction], di
         raise Failure(str(exc)) from None
 
 
-def refused(message: str) -> Exception:
-    """A refusal found by the CLI itself (inside the transaction, so it rolls back): one line, exit 2."""
-    from qinglong.cli.admin import Refused
+def listing(names: Sequence[str], most: int = 10) -> str:
+    """Names for a refusal: the first `most`, and how many more."""
+    shown = ", ".join(names[:most]) or "none"
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
-    return Refused(message)
 
-
-def one(items: Sequence[dict[str, Any]], key: str, wanted: str, what: str, id_key: str) -> dict[str, Any]:
-    """The item whose id or `key` (name) is `wanted`; none or several is a refusal."""
-    found = [i for i in items if str(i[id_key]) == wanted.lower() or i[key] == wanted]
-    if not found:
-        raise refused(f"no {what} {wanted!r}")
-    if len(found) > 1:
-        raise refused(f"{len(found)} {what}s are named {wanted!r}: name one by its id")
-    return found[0]
+def one(
+    items: Sequence[dict[str, Any]], key: str, wanted: str, what: str, id_key: str, seen: str = ""
+) -> dict[str, Any]:
+    """The item whose `key` (name), id or short id (common.id_prefix) is `wanted`, in that order; none, or several of
+    one kind, is a Failure that names the candidates (`seen`: whose list they are; inside an operator transaction
+    it rolls back)."""
+    prefix = id_prefix(wanted)
+    for found in (
+        [i for i in items if i[key] == wanted],
+        [i for i in items if str(i[id_key]) == wanted.lower()],
+        [i for i in items if prefix is not None and starts(str(i[id_key]), prefix)],
+    ):
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            each = listing([f"{i[id_key]} ({i[key]})" for i in found])
+            raise Failure(f"{len(found)} {what}s match {wanted!r}: {each}: name one by its full id")
+    whose = f"{what}s {seen}" if seen else f"{what}s"
+    raise Failure(f"no {what} {wanted!r} ({whose}: {listing([str(i[key]) for i in items])})")
 
 
 def project_id(tx: Transaction, wanted: str) -> str:
@@ -114,22 +125,92 @@ def user_api(args: argparse.Namespace) -> UserApi:
         token = Path(fixed["token_file"]).read_text().strip()
     if not fixed["api"] or not token or not fixed["ca"]:
         raise Failure("the user API needs --api, --ca and --token-file (or QINGLONG_TOKEN)")
+    origin = str(fixed["api"])
+    if not origin.startswith("https://"):
+        rest = origin.split("://", 1)[-1]
+        raise Failure(f"the user API address {origin!r} is not https: it speaks HTTPS only (use https://{rest})")
     if not re.fullmatch(BEARER_TOKEN_PATTERN, token):
         raise Failure(
             "the token (--token-file or QINGLONG_TOKEN) is not a bearer token: 16 to 512 of A-Z a-z 0-9 . _ ~ + / -"
         )
-    return UserApi(str(fixed["api"]).rstrip("/"), token, Path(fixed["ca"]))
+    return UserApi(origin.rstrip("/"), token, Path(fixed["ca"]))
 
 
 def user_call(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """One user API call; a refusal, a bad CA or an unreachable shell becomes a one-line Failure."""
-    from qinglong.cli.api import ApiError, BadCa, Unreachable
+    """One user API call; a bad CA or an unreachable shell becomes a one-line Failure (a refusal stays ApiError)."""
+    from qinglong.cli.api import BadCa, Unreachable
 
     try:
         return call()
     except BadCa as exc:
         raise Failure(str(exc)) from None
-    except ApiError as exc:
-        raise Failure(f"refused: {exc.status} {exc.code}") from None
     except Unreachable as exc:
-        raise Failure(f"shell unreachable: {exc}", EXIT_UNAVAILABLE) from None
+        raise Failure(f"shell unreachable at {exc}", EXIT_UNAVAILABLE) from None
+
+
+# What to do about a refusal, by its code (and for 403 denied, by the admission reason in its message).
+_ARCHIVED: Final = "the project is archived: it only reads"
+_ADVICE: Final = {
+    "auth.unauthenticated": "the shell knows no active subject with this bearer token: check --token-file "
+    "(or QINGLONG_TOKEN_FILE, QINGLONG_TOKEN); an operator lists subjects with `qinglong subject list`",
+    "role.insufficient": "your role there does not allow it: an owner or admin can grant one (`qinglong role set`)",
+    "project.archived": _ARCHIVED,
+    "approval_required": "an agent may not stop a Run: a user must cancel it",
+    "fenced.task_disabled": "the task is disabled: an operator enables it with `qinglong task enable`",
+    "fenced.project_archived": _ARCHIVED,
+    "storage.conflict": "it collided with another change: run the command again",
+    "storage.unavailable": "the shell cannot reach its database: try again later",
+}
+
+
+class UserScope:
+    """A command's user API client and the Project it names, which is resolved on first use: by name or id as the
+    shell resolves it, else (a short id) among the Projects the token may read. Every refusal becomes one line that
+    says what was refused, why (HTTP status and code) and what to do."""
+
+    def __init__(self, api: UserApi, project: str | None) -> None:
+        self.api, self.project = api, project
+        self._resolved = project is not None and not id_prefix(project)
+
+    def projects(self, run_prefix: str | None = None) -> dict[str, Any]:
+        """The Projects this token may read (and the Runs there whose id starts with `run_prefix`)."""
+        try:
+            return user_call(lambda: self.api.projects(run_prefix))
+        except ApiError as exc:
+            raise Failure(self.refusal("listing your projects", exc)) from None
+
+    def seen(self, found: dict[str, Any] | None = None) -> str:
+        """The names of the Projects this token may read, for a refusal."""
+        return listing([p["project"] for p in (found or self.projects())["projects"]])
+
+    def call(self, doing: str, call: Callable[[str], dict[str, Any]], missing: str = "") -> dict[str, Any]:
+        """call(project) as one line on a refusal: `doing` says what was asked, `missing` what a 404 means (a 404
+        whose reason is an Attempt says so instead)."""
+        assert self.project is not None
+        try:
+            return user_call(lambda: call(self.project or ""))
+        except ApiError as exc:
+            if exc.status == 404 and exc.message == "project.not_found" and not self._resolved:
+                self._resolved = True
+                listed = self.projects()
+                self.project = str(one(listed["projects"], "project", self.project, "project", "projectId",
+                                       "you can see")["projectId"])  # fmt: skip
+                return self.call(doing, call, missing)
+            raise Failure(self.refusal(doing, exc, missing)) from None
+
+    def refusal(self, doing: str, exc: ApiError, missing: str = "") -> str:
+        if exc.status == 404 and exc.message == "project.not_found":
+            return f"no project {self.project!r} (projects you can see: {self.seen()})"
+        if exc.status == 404 and exc.message == "attempt":
+            return f"{doing}: no such Attempt (`qinglong run show` lists the Run's Attempts)"
+        if exc.status == 404 and missing:
+            return missing
+        from qinglong.wire.errors import ERRORS
+
+        advice = _ADVICE.get(exc.message if exc.code == "denied" else exc.code)
+        known = ERRORS.get(exc.code)
+        if advice is None:
+            advice = known.meaning if known is not None else "the shell refused it"
+            if exc.message not in ("", exc.code, exc.code.rsplit(".", 1)[-1]):
+                advice += f": {exc.message}"  # the field or rule a wire.* refusal names
+        return f"{doing}: refused ({exc.status} {exc.code}): {advice}"

@@ -45,6 +45,7 @@ import psycopg
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
 from qinglong.cli.api import UserApi
+from qinglong.cli.printing import plural
 from qinglong.cli.timeline import render
 from qinglong.db import sqitch
 from qinglong.devdb import Cluster
@@ -265,7 +266,7 @@ class Demo:
         ticker = self.create_task(project, SCHEDULED, {"argv": TICK})
         fires = admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name=SCHEDULED, p_cron="* * * * *",
                            p_timezone="UTC", p_overlap="skip")  # fmt: skip
-        say(f"• project 'demo': {len(tasks)} tasks, and '{SCHEDULED}' on cron '* * * * *' (first fire at "
+        say(f"• project 'demo': {plural(len(tasks), 'task')}, and '{SCHEDULED}' on cron '* * * * *' (first fire at "
             f"{_clock(fires['nextFireAtMs'])} UTC)")  # fmt: skip
 
         api = UserApi(self.api_origin, token, certs / "ca.crt")

@@ -7,7 +7,8 @@ Where the database dropped bytes of a long stream (it keeps each stream's head a
 says how many, on that stream: `[qinglong: 4194304 bytes of stdout dropped here]`. `--json` prints each page
 as one JSON line instead (the API's fields; data as base64). `--follow` polls every POLL_S seconds until the
 Run is terminal and its output is read; when a retry starts another Attempt it goes on with that one and says
-so on stderr. Without `--follow` it prints what the database holds now and ends.
+so on stderr; it then answers how the Run ended, for the command's exit status. Without `--follow` it prints what
+the database holds now and ends.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
 
+from qinglong.cli.printing import plural
 from qinglong.wire.common import ENDED_RUN_STATUSES
 
 POLL_S: Final = 1.0
@@ -43,7 +45,7 @@ class Printer:
             return  # already printed (a page read twice)
         f = self._files[stream]
         if offset > end:
-            f.write(f"\n[qinglong: {offset - end} bytes of {stream} dropped here]\n".encode())
+            f.write(f"\n[qinglong: {plural(offset - end, 'byte')} of {stream} dropped here]\n".encode())
         f.write(data[max(0, end - offset) :])
         f.flush()
         self._ends[stream] = offset + len(data)
@@ -57,8 +59,9 @@ def _finished(page: dict[str, Any], pinned: bool) -> bool:
     return page["runStatus"] in ENDED_RUN_STATUSES and (attempt is None or attempt["endedAtMs"] is not None)
 
 
-def print_logs(fetch: Fetch, attempt: int | None, follow: bool, as_json: bool) -> None:
-    """Read pages until the held output is printed (or, following, until nothing more will come)."""
+def print_logs(fetch: Fetch, attempt: int | None, follow: bool, as_json: bool) -> str | None:
+    """Read pages until the held output is printed (or, following, until nothing more will come). Following: how the
+    Run ended (the Attempt's status when one was asked for); else None."""
     printer = Printer(sys.stdout.buffer, sys.stderr.buffer)
     after: int | None = None
     current = attempt
@@ -76,8 +79,10 @@ def print_logs(fetch: Fetch, attempt: int | None, follow: bool, as_json: bool) -
             after = page["chunks"][-1]["seq"]
         if page["more"]:
             continue
-        if not follow or _finished(page, attempt is not None):
-            return
+        if not follow:
+            return None
+        if _finished(page, attempt is not None):
+            return str(page["runStatus"] if attempt is None else shown["status"])
         if shown is not None and shown["endedAtMs"] is not None and page["attempts"] > shown["attemptNo"]:
             current = shown["attemptNo"] + 1  # a retry started the next Attempt (seq keeps growing: `after` holds)
             printer.reset()

@@ -49,8 +49,14 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell; None is '-', booleans yes/no, lists space-separated."""
-    cells = [list(headers)] + [[cell(v) for v in row] for row in rows]
+def plural(count: int, noun: str, nouns: str = "") -> str:
+    """`1 Run`, `2 Runs`, `0 events` (`nouns`: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> str:
+    """The one table style: upper-case headers, columns padded to their widest cell; None is '-', booleans yes/no,
+    lists space-separated."""
+    cells = [[h.upper() for h in headers]] + [[cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)

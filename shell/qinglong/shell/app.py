@@ -5,7 +5,8 @@ shell.db, and writes structured JSON logs that never hold a token, key, digest o
 Worker routes: mTLS identity (verified at the handshake; SAN worker id = path) → ql3w header (worker
 and session = path) → body ≤ cap → signature → media type → exact parse → bind → one SQL call →
 response contract → 200. Session open is authenticated by the certificate alone.
-User routes: bearer (none well-formed: 401 with no SQL call) → admission + committed audit row (one SQL
+User routes: bearer (none well-formed: 401 with no SQL call) → admission (of the subject alone where the route
+names no Project: subject_admission_v1) + committed audit row (one SQL
 call) → only then the body ≤ cap → media type → exact parse → bind → one SQL call (SERIALIZABLE where
 the route says) → contract.
 Project secrets (routes.Route.sealing): a set is refused secrets.unconfigured before its body is read when this
@@ -263,13 +264,18 @@ async def _admit(request: web.Request, route: Route, call: Call, request_id: str
         reason = "malformed" if headers else "missing"
         message = "no well-formed bearer token (Authorization: Bearer <token>)"
         raise _unauthenticated(request, route, reason, message, request_id=request_id)
-    digest, project = token_digest(m[1]), call.match["project"]
+    digest, project = token_digest(m[1]), call.match.get("project")  # None: the route names no Project
     decision = await request.app[DB].call(*Admission.call(digest, project, route.permission, route.name, request_id))
     try:
         admission = Admission.from_obj(decision)
     except WireError:
         raise Refusal("internal.bad_projection", "admission answered outside its contract") from None
-    if admission.decision == "allow":
+    if admission.decision == "allow" and project is None:
+        if admission.subject_id is None:
+            raise Refusal("internal.bad_projection", "an allow without its subject")
+        call.subject_id = admission.subject_id
+        return
+    if admission.decision == "allow" and project is not None:
         project_id = admission.project_id or (project if UUID_TEXT.fullmatch(project) else None)  # v1 was given it
         if None in (admission.subject_id, project_id, admission.project_version, admission.binding_version):
             raise Refusal("internal.bad_projection", "an allow without its subject, project and versions")

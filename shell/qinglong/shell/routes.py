@@ -47,6 +47,8 @@ from qinglong.wire import (
     OfferPullRequest,
     OutputAppended,
     OutputAppendRequest,
+    ProjectList,
+    ProjectListQuery,
     ProjectView,
     ProjectWorkers,
     RunList,
@@ -153,11 +155,16 @@ class Admission(Record):
     project_id: str | None = wire(Uuid(), optional=True, default=None)
 
     @staticmethod
-    def call(digest: bytes, project: str, permission: str | None, route: str, request_id: str) -> tuple[str, Args]:
+    def call(
+        digest: bytes, project: str | None, permission: str | None, route: str, request_id: str
+    ) -> tuple[str, Args]:
         """The admission function and its arguments (the bearer token's digest, never the token). A project named
         by its canonical id goes to request_admission_v1, which the previous release's schema has too, so this shell
         serves ids while a deploy is under way; a name (or an id in capitals) goes to request_admission_v2, which
-        resolves it and names the id."""
+        resolves it and names the id. A route that names no Project goes to subject_admission_v1 (the subject
+        alone; its function decides per Project)."""
+        if project is None:
+            return "subject_admission_v1", {"p_token_digest": digest, "p_route": route, "p_request_id": request_id}
         common: Args = {"p_token_digest": digest, "p_permission": permission, "p_route": route,
                         "p_request_id": request_id}  # fmt: skip
         if UUID_TEXT.fullmatch(project):
@@ -342,6 +349,10 @@ def _tasks(c: Call, b: Never) -> Args:
     return {"p_project": c.project_id}
 
 
+def _projects(c: Call, b: Never) -> Args:
+    return {"p_subject_id": c.subject_id, "p_run_prefix": c.query_of(ProjectListQuery).run_id_prefix}
+
+
 def _project_view(c: Call, b: Never) -> Args:
     return {"p_project_id": c.project_id, "p_subject_id": c.subject_id}
 
@@ -492,6 +503,10 @@ ROUTES: Final = (
     RouteOf(
         "user.runs.output", "GET", paths.RUN_OUTPUT, "user", None, "run_output_v1", _output_read,
         RunOutput, permission="run.read", query=RunOutputQuery,
+    ),
+    RouteOf(
+        "user.projects.list", "GET", paths.PROJECTS, "user", None, "subject_projects_v1", _projects, ProjectList,
+        query=ProjectListQuery,
     ),
     RouteOf(
         "user.project.read", "GET", paths.PROJECT, "user", None, "project_view_v1", _project_view, ProjectView,

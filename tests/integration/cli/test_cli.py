@@ -442,7 +442,7 @@ def test_task_create_in_an_unknown_project_is_not_found_and_writes_nothing(datab
     dsn = database.dsn()
     before = ql_text(dsn)
     out = cli("task", "create", "--dsn", dsn, "--project", SOME_ID, "--name", "build", "--", "true")
-    assert refused(out, 2) == f"qinglong: no project '{SOME_ID}'"
+    assert refused(out, 2) == f"qinglong: no project '{SOME_ID}' (projects: none)"
     assert ql_text(dsn) == before
 
 
@@ -750,7 +750,7 @@ def test_an_unreachable_shell_is_one_line_and_exit_3(command: tuple[str, ...], p
         "run", command[0], "--api", UNREACHABLE_API, "--ca", str(pki.ca), "--token-file", str(token_file),
         "--project", SOME_ID, *command[1:],
     )  # fmt: skip
-    refused(out, 3, "qinglong: shell unreachable:")
+    refused(out, 3, f"qinglong: shell unreachable at {UNREACHABLE_API}: ")
     assert "a-token-of-the-right-shape" not in out.stderr
 
 
@@ -840,7 +840,7 @@ async def test_run_enqueue_cancel_show_and_converge_through_the_cli(
     assert show.code == 0 and show.stderr == "", show
     shown = show.stdout.splitlines()
     assert shown[0] == f"run {run}: queued (version 3, 2 events)", shown
-    assert shown[1].split() == ["#", "at", "(UTC)", "event", "actor", "detail"], shown
+    assert shown[1].split() == ["#", "AT", "(UTC)", "EVENT", "ACTOR", "DETAIL"], shown
     assert [_columns(line) for line in shown[2:]] == [
         ("1", "run.queued", "user"),
         ("2", "run.cancel_requested", "user"),
@@ -876,17 +876,26 @@ async def test_run_commands_refused_by_the_user_api_are_one_line_and_exit_2(
     stranger = _api_args(shell, pki, _token_file(tmp_path, "stranger", "not-a-known-token"), seed.project_p)
     runs_before = rows(database.dsn(), "select count(*) from ql.runs")
 
-    assert refused(await acli("run", "enqueue", *operator, "--task", SOME_ID), 2) == "qinglong: refused: 404 not_found"
+    p = seed.project_p
+    assert refused(await acli("run", "enqueue", *operator, "--task", SOME_ID), 2) == (
+        f"qinglong: no task '{SOME_ID}' in project {p}"
+    )
     assert refused(await acli("run", "enqueue", *operator, "--task", seed.task_q), 2) == (
-        "qinglong: refused: 404 not_found"
+        f"qinglong: no task '{seed.task_q}' in project {p}"
     ), "another Project's task is not found either"
-    refused(await acli("run", "enqueue", *viewer, "--task", seed.task_p), 2, "refused: 403 denied")
-    refused(await acli("run", "enqueue", *stranger, "--task", seed.task_p), 2, "refused: 401 auth.unauthenticated")
+    assert refused(await acli("run", "enqueue", *viewer, "--task", seed.task_p), 2) == (
+        f"qinglong: run enqueue of task {seed.task_p} in project {p}: refused (403 denied): your role there does not"
+        " allow it: an owner or admin can grant one (`qinglong role set`)"
+    )
+    refused(await acli("run", "enqueue", *stranger, "--task", seed.task_p), 2,
+            "refused (401 auth.unauthenticated): the shell knows no active subject with this bearer token")  # fmt: skip
     assert rows(database.dsn(), "select count(*) from ql.runs") == runs_before, "no Run was queued"
 
     assert refused(await acli("run", "show", *operator, "--run", seed.runs_q[0]), 2) == (
-        "qinglong: refused: 404 not_found"
+        f"qinglong: no Run {seed.runs_q[0]} in project {p} (`qinglong run list --project {p}` lists its Runs)"
     ), "another Project's Run is not found"
-    assert refused(await acli("run", "cancel", *operator, "--run", SOME_ID), 2) == "qinglong: refused: 404 not_found"
-    refused(await acli("run", "cancel", *viewer, "--run", seed.runs_p[0]), 2, "refused: 403 denied")
+    assert refused(await acli("run", "cancel", *operator, "--run", SOME_ID), 2).startswith(
+        f"qinglong: no Run {SOME_ID} in project {p}"
+    )
+    refused(await acli("run", "cancel", *viewer, "--run", seed.runs_p[0]), 2, "refused (403 denied): your role")
     assert rows(database.dsn(), "select count(*) from ql.runs where cancel_requested_at_ms is not null") == [(0,)]

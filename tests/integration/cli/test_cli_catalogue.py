@@ -73,8 +73,10 @@ def test_worker_list_disable_and_enable_by_name_or_id(database: Database) -> Non
 
     # Refusals: one line, exit 2, nothing changed.
     before = ql_text(dsn)
-    refused(cli("worker", "disable", "--dsn", dsn, "nobody"), 2, "not_found (worker)")
-    refused(cli("worker", "enable", "--dsn", dsn, str(uuid.uuid4())), 2, "not_found (worker)")
+    assert refused(cli("worker", "disable", "--dsn", dsn, "nobody"), 2) == (
+        "qinglong: no worker 'nobody' (workers: busy, idle)"
+    ), "the refusal names the Workers there are"
+    refused(cli("worker", "enable", "--dsn", dsn, str(uuid.uuid4())), 2, "no worker '")
     assert ql_text(dsn) == before
 
     # Disable by name: the session closes, a new one is refused; enable by id lets it in again.
@@ -135,7 +137,7 @@ def test_project_and_task_lists_and_task_show_by_name_or_id(database: Database) 
     assert out.code == 0 and "maxAttempts 2" in out.stdout and "schedule    -" in out.stdout, out
 
     before = ql_text(dsn)
-    refused(cli("task", "list", "--dsn", dsn, "--project", "nowhere"), 2, "not_found (project)")
+    refused(cli("task", "list", "--dsn", dsn, "--project", "nowhere"), 2, "no project 'nowhere' (projects: cat-mine")
     refused(cli("task", "show", "--dsn", dsn, "--project", "cat-other", "build"), 2, "no task 'build'")
     refused(cli("task", "show", "--dsn", dsn, "--project", "cat-mine", "nothing"), 2, "no task 'nothing'")
     assert ql_text(dsn) == before
@@ -150,9 +152,11 @@ def test_task_disable_and_enable_by_names(database: Database) -> None:
     other_job = sql(dsn, "select ql_api.task_create_v1(%s, 'job', '{\"argv\": [\"true\"]}') ->> 'taskId'", (other,))
 
     before = ql_text(dsn)
-    refused(cli("task", "disable", "--dsn", dsn, "--project", "cat-mine", "nothing"), 2, "not_found (task)")
-    refused(cli("task", "disable", "--dsn", dsn, "--project", "cat-mine", other_job), 2, "not_found (task)")
-    refused(cli("task", "disable", "--dsn", dsn, "--project", "nowhere", "job"), 2, "not_found (project)")
+    assert refused(cli("task", "disable", "--dsn", dsn, "--project", "cat-mine", "nothing"), 2) == (
+        "qinglong: no task 'nothing' (tasks in project cat-mine: job)"
+    )
+    refused(cli("task", "disable", "--dsn", dsn, "--project", "cat-mine", other_job), 2, "no task '")
+    refused(cli("task", "disable", "--dsn", dsn, "--project", "nowhere", "job"), 2, "no project 'nowhere'")
     assert ql_text(dsn) == before
 
     done(cli("task", "disable", "--dsn", dsn, "--project", "cat-mine", "job"), rf"task job {job}: disabled\n")
@@ -201,7 +205,7 @@ def test_subject_list_disable_and_roles_by_name(database: Database, tmp_path: Pa
             2, "no project 'nowhere'")  # fmt: skip
     refused(cli("role", "revoke", "--dsn", dsn, "--project", "cat-roles", "--subject", str(bob.id)),
             2, "has no role in project cat-roles")  # fmt: skip
-    refused(cli("subject", "disable", "--dsn", dsn, "nobody"), 2, "not_found (subject)")
+    refused(cli("subject", "disable", "--dsn", dsn, "nobody"), 2, "no subject 'nobody' (subjects: ")
     assert ql_text(dsn) == before
 
     done(cli("role", "revoke", "--dsn", dsn, "--project", "cat-roles", "--subject", "ann"),

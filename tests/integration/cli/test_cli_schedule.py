@@ -162,9 +162,9 @@ def test_unknown_tasks_and_refused_schedules_at_creation_change_nothing(database
     project = a_project(dsn, "cli-sched-none")
     before = ql_text(dsn)
     out = cli("task", "schedule", "--dsn", dsn, "--project", project, "--name", "ghost", "--cron", "* * * * *")
-    assert refused(out, 2) == "qinglong: task_schedule_set_v1: not_found (task)"
+    assert refused(out, 2) == "qinglong: no task 'ghost' (tasks in project cli-sched-none: none)"
     out = cli("task", "schedule", "--dsn", dsn, "--project", SOME_ID, "--name", "ghost", "--show")
-    assert refused(out, 2) == f"qinglong: no project '{SOME_ID}'"
+    assert refused(out, 2) == f"qinglong: no project '{SOME_ID}' (projects: cli-sched-none)"
     out = cli(
         "task", "create", "--dsn", dsn, "--project", project, "--name", "job", "--schedule", "0 0 31 4 *", "--", "true"
     )

@@ -29,7 +29,7 @@ shell = shell_conftest.shell
 
 pytestmark = pytest.mark.db
 
-HEADER: Final = ["run", "status", "task", "attempts", "created", "(UTC)", "started", "(UTC)", "ended", "(UTC)", "exit"]
+HEADER: Final = ["RUN", "STATUS", "TASK", "ATTEMPTS", "CREATED", "(UTC)", "STARTED", "(UTC)", "ENDED", "(UTC)", "EXIT"]
 
 
 def _ordered(dsn: str, project: str, where: str = "true") -> list[str]:
@@ -63,7 +63,7 @@ async def test_run_list_prints_a_table_walks_pages_and_filters(
         assert lines[0].split()[: len(HEADER)] == HEADER, lines
         listed += [line.split()[0] for line in lines[1:-1]]
         if not lines[-1].startswith("next page: --cursor "):
-            assert lines[-1] == f"{len(lines) - 2} Runs, the last page", lines
+            assert lines[-1] == f"{len(lines) - 2} Run{'s' if len(lines) > 3 else ''}, the last page", lines
             break
         cursor = ["--cursor", lines[-1].removeprefix("next page: --cursor ")]
     assert listed == expected, "pages of 3 walked by the printed cursor are the whole history, newest first"
@@ -101,9 +101,9 @@ async def test_run_list_prints_a_table_walks_pages_and_filters(
         (("--cursor", "abc"), "bad filter: RunListQuery.cursor: shorter than 32 characters"),
         (("--since", "1969-12-31"), "bad filter: RunListQuery.sinceMs: outside 0.."),
         (("--task", "4/2"), "not a name or id: '4/2'"),
-        (("--task", "ghost"), "no task 'ghost' in project"),
-        (("--cursor", "_" * 32), "refused: 400 invalid.cursor"),
-        (("--since", "2026-01-02", "--until", "2026-01-01"), "refused: 400 invalid.time_range"),
+        (("--task", "ghost"), "no task 'ghost' (tasks in project project-p: "),
+        (("--cursor", "_" * 32), ": refused (400 invalid.cursor): the cursor is not one the run history answered"),
+        (("--since", "2026-01-02", "--until", "2026-01-01"), "refused (400 invalid.time_range): "),
     ],
 )
 async def test_bad_input_is_one_line_exit_2_and_changes_nothing(
@@ -115,7 +115,7 @@ async def test_bad_input_is_one_line_exit_2_and_changes_nothing(
     after = ql_text(database.dsn())
     changed = set(before.splitlines()) ^ set(after.splitlines())
     assert {line.split()[0] for line in changed} <= {"security_audit"}, "at most the admission's audit row"
-    asked = fragment.startswith(("refused", "no task"))  # the API refused it, or the task list answered
+    asked = "refused (" in fragment or fragment.startswith("no task")  # the API refused it, or the task list answered
     assert len(changed) == (1 if asked else 0), "a refusal before any request sends none"
 
 
@@ -124,7 +124,9 @@ async def test_another_project_is_404_and_an_unreachable_shell_is_exit_3(
 ) -> None:
     token = _token_file(tmp_path, "operator", seed.operator.token)
     other = _api_args(shell, pki, token, seed.project_q)
-    assert refused(await acli("run", "list", *other), 2) == "qinglong: refused: 404 not_found"
+    assert refused(await acli("run", "list", *other), 2) == (
+        f"qinglong: no project '{seed.project_q}' (projects you can see: project-p)"
+    ), "a Project without a role there is not found, and the refusal names the ones the token may read"
     gone = (
         "--api",
         "https://127.0.0.1:1",

@@ -121,6 +121,7 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             project = f"/api/v3/projects/{seed.project_p}"
             assert (await user_call(http, shell, "GET", project, token=token)).status == 200
             assert (await user_call(http, shell, "GET", f"{project}/workers", token=token)).status == 200
+            assert (await user_call(http, shell, "GET", "/api/v3/projects", token=token)).status == 200
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -138,6 +139,7 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.runs.read", "200"): 1,
                 ("user.runs.read", "401"): 1,
                 ("user.runs.list", "200"): 1,
+                ("user.projects.list", "200"): 1,
                 ("user.runs.list", "400"): 1,
                 ("worker.output", "409"): 1,
                 ("worker.bundle_chunks", "409"): 1,

@@ -73,5 +73,6 @@ async def test_a_five_megabyte_output_prints_head_marker_and_tail(rig: Rig, tmp_
     listed = await acli("run", "list", *_api(rig, tmp_path), "--task", str(task), "--ids")
     assert (listed.code, listed.stdout) == (0, f"{run}\n"), listed
     refused(await acli("run", "logs", *_api(rig, tmp_path), "--run", run, "--attempt", "0"), 2, "--attempt")
-    refused(await acli("run", "logs", *_api(rig, tmp_path), "--run", run, "--attempt", "2"), 2, "refused: 404")
+    missing = refused(await acli("run", "logs", *_api(rig, tmp_path), "--run", run, "--attempt", "2"), 2)
+    assert missing == f"qinglong: run logs {run}: no such Attempt (`qinglong run show` lists the Run's Attempts)"
     refused(await acli("run", "list", *_api(rig, tmp_path), "--task", "no-such-task"), 2, "no task 'no-such-task'")

@@ -37,6 +37,7 @@ from qinglong.wire import (
     OfferPullRequest,
     OutputAppended,
     OutputAppendRequest,
+    ProjectList,
     ProjectView,
     ProjectWorkers,
     Record,
@@ -102,6 +103,7 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     TaskList: ("qinglong/task-list@v1", 2048 * KIB),
     ProjectView: ("qinglong/project-view@v1", 2 * KIB),
     ProjectWorkers: ("qinglong/project-view@v1", 256 * KIB),
+    ProjectList: ("qinglong/project-list@v1", 256 * KIB),
     SecretSetRequest: ("qinglong/secret@v1", 96 * KIB),
     SecretSet: ("qinglong/secret@v1", 4 * KIB),
     SecretAlreadySet: ("qinglong/secret@v1", 4 * KIB),
@@ -128,7 +130,7 @@ REQUESTS: set[type[Message]] = {
     SecretDeleteRequest,
 }
 # pages for the CLI and the console, never for a Worker
-USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers, SecretList}
+USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers, ProjectList, SecretList}
 # the Worker answers over 128 KiB: a starting ACK's answer delivers the secret values its plan names, a fetch a
 # bundle's chunk
 DELIVERIES: set[type[Message]] = {ActivationResponse, BundleChunk}

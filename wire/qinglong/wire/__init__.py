@@ -104,7 +104,15 @@ from qinglong.wire.output import (
     RunOutput,
     RunOutputQuery,
 )
-from qinglong.wire.project import PROJECT_VIEW_SCHEMA, ProjectView, ProjectWorker, ProjectWorkers
+from qinglong.wire.project import (
+    PROJECT_LIST_SCHEMA,
+    PROJECT_VIEW_SCHEMA,
+    ProjectList,
+    ProjectListQuery,
+    ProjectView,
+    ProjectWorker,
+    ProjectWorkers,
+)
 from qinglong.wire.query import Query
 from qinglong.wire.run_list import RUN_LIST_SCHEMA, RunList, RunListQuery, RunSummary
 from qinglong.wire.secrets import (
@@ -169,6 +177,7 @@ __all__ = [
     "OFFER_RESPONSES",
     "OFFER_SCHEMA",
     "OUTPUT_SCHEMA",
+    "PROJECT_LIST_SCHEMA",
     "PROJECT_VIEW_SCHEMA",
     "RUN_LIST_SCHEMA",
     "SECRET_DELETE_RESPONSES",
@@ -212,6 +221,8 @@ __all__ = [
     "OutputAppendRequest",
     "OutputAppended",
     "Plan",
+    "ProjectList",
+    "ProjectListQuery",
     "ProjectView",
     "ProjectWorker",
     "ProjectWorkers",

@@ -24,7 +24,8 @@ BUNDLE_CHUNKS: Final = OFFER + "/bundle-chunks"  # POST: read one chunk of the p
 COMPLETION: Final = OFFER + "/completion"
 
 # The user API (bearer token).
-PROJECT: Final = "/api/v3/projects/{project}"
+PROJECTS: Final = "/api/v3/projects"  # GET: the Projects the subject may read (the one route naming no Project)
+PROJECT: Final = PROJECTS + "/{project}"
 RUNS: Final = PROJECT + "/runs"
 RUN: Final = RUNS + "/{runId}"
 RUN_CANCELLATION: Final = RUN + "/cancellation"

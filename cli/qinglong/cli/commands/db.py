@@ -40,5 +40,6 @@ def register(top: Commands) -> None:
         p = db.add_parser(name, help=text)
         p.add_argument("--target", help="sqitch target db:pg://… (default: QINGLONG_DB_TARGET)")
         if name in ("deploy", "revert"):
-            p.add_argument("--to", metavar="@TAG", help="a change or tag of the plan, e.g. @v0.1.0")
+            whole = "the whole plan" if name == "deploy" else "everything"
+            p.add_argument("--to", metavar="@TAG", help=f"a change or tag of the plan, e.g. @v0.1.0 (default: {whole})")
         p.set_defaults(handler=run_sqitch)

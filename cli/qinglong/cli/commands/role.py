@@ -9,8 +9,8 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
-from qinglong.cli.common import ROLES, Commands, catalogue_command, group
-from qinglong.cli.connect import admin_transaction, one, refused
+from qinglong.cli.common import PROJECT_HELP, ROLES, Commands, Failure, catalogue_command, group
+from qinglong.cli.connect import admin_transaction, one
 from qinglong.cli.printing import emit
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def _bind(args: argparse.Namespace, revoke: bool, tx: Transaction) -> dict[str, 
     role = args.role if not revoke else next(
         (r["role"] for r in subject["roles"] if r["projectId"] == project["projectId"]), None)  # fmt: skip
     if role is None:
-        raise refused(f"subject {subject['name']} has no role in project {project['name']}: nothing to revoke")
+        raise Failure(f"subject {subject['name']} has no role in project {project['name']}: nothing to revoke")
     done = tx.call(op.role_binding_set_v1, p_project_id=project["projectId"], p_subject_id=subject["subjectId"],
                    p_role=role, p_active=not revoke)  # fmt: skip
     return {"projectId": project["projectId"], "project": project["name"], "subjectId": subject["subjectId"],
@@ -43,7 +43,7 @@ def register(top: Commands) -> None:
         ("revoke", True, "revoke a subject's role in a Project"),
     ):
         p = catalogue_command(role, command, text, functools.partial(bind, revoke=revoke))
-        p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
-        p.add_argument("--subject", required=True, metavar="NAME|ID", help="the subject, by name or id")
+        p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
+        p.add_argument("--subject", required=True, metavar="NAME|ID", help="the subject, by name, id or short id")
         if not revoke:
             p.add_argument("--role", required=True, choices=ROLES, help="the role to bind")

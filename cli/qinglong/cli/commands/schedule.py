@@ -10,8 +10,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
-from qinglong.cli.common import Commands, dsn_option, name, positive
-from qinglong.cli.connect import admin_transaction, project_id
+from qinglong.cli.common import PROJECT_HELP, Commands, dsn_option, name, positive
+from qinglong.cli.connect import admin_transaction, one, project_id
 
 if TYPE_CHECKING:
     from qinglong.cli.admin import Transaction
@@ -34,11 +34,13 @@ def schedule_lines(heading: str, shown: dict[str, Any]) -> list[str]:
 def schedule(args: argparse.Namespace) -> int:
     def body(tx: Transaction) -> dict[str, Any]:  # a change and the schedule it leaves, in one transaction
         changed: dict[str, Any] = {}
-        project = project_id(tx, args.project)
+        listed = tx.call(op.task_list_v1, p_project=project_id(tx, args.project))
+        project = listed["projectId"]
+        task = one(listed["tasks"], "name", args.name, "task", "taskId", f"in project {listed['project']}")["name"]
         if not args.show:
-            changed = tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=args.name, p_cron=args.cron,
+            changed = tx.call(op.task_schedule_set_v1, p_project_id=project, p_name=task, p_cron=args.cron,
                               p_timezone=args.timezone, p_overlap=args.overlap)  # fmt: skip
-        shown = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=args.name, p_count=args.count)
+        shown = tx.call(op.task_schedule_show_v1, p_project_id=project, p_name=task, p_count=args.count)
         return {"changed": changed, "shown": shown}
 
     result = admin_transaction(args, body)
@@ -58,8 +60,8 @@ def add_schedule(task: Commands) -> None:
     """`schedule` in the task group."""
     p = task.add_parser("schedule", help="set, clear or show a task's schedule and its next fire times")
     dsn_option(p)
-    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help="the project, by name or id")
-    p.add_argument("--name", required=True, help="the task's name")
+    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help=PROJECT_HELP)
+    p.add_argument("--name", required=True, metavar="NAME|ID", help="the task, by name, id or short id")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--cron", help="set it: 5 cron fields (minute hour day-of-month month day-of-week) or @daily …")
     what.add_argument("--clear", action="store_true", help="remove the schedule")
@@ -67,6 +69,8 @@ def add_schedule(task: Commands) -> None:
     p.add_argument("--timezone", default="UTC", help="the IANA time zone the fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), default="skip",
                    help="skip (default) or allow a fire time while a Run of the task is not terminal")  # fmt: skip
-    p.add_argument("--count", type=positive, default=5, help="how many next and last fire times to print (1..100)")
+    p.add_argument(
+        "--count", type=positive, default=5, help="how many next and last fire times to print (1..100; default 5)"
+    )
     p.add_argument("--json", action="store_true", help="print the change and the schedule as one JSON document")
     p.set_defaults(handler=schedule)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 from qinglong.cli.common import Commands, Failure, api_options, group
-from qinglong.cli.connect import user_api, user_call
-from qinglong.cli.printing import table
+from qinglong.cli.connect import UserScope, user_api
+from qinglong.cli.printing import plural, table
 from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_VALUE_MAX_BYTES
 from qinglong.worker.masking import MIN_MASKED_BYTES
 
@@ -56,23 +56,28 @@ def _value(args: argparse.Namespace) -> bytes:
 
 def set_secret(args: argparse.Namespace) -> int:
     value = _value(args)
-    api = user_api(args)
-    result = user_call(lambda: api.set_secret(args.project, args.name, value))
-    text = f"secret {result['name']}: version {result['version']} ({result['size']} bytes, {result['status']})"
+    scope = UserScope(user_api(args), args.project)
+    result = scope.call(f"secret set {args.name} in project {args.project}",
+                        lambda p: scope.api.set_secret(p, args.name, value))  # fmt: skip
+    text = (
+        f"secret {result['name']}: version {result['version']} ({plural(result['size'], 'byte')}, {result['status']})"
+    )
     print(json.dumps(result, indent=2) if args.json else text)
     return 0
 
 
 def delete_secret(args: argparse.Namespace) -> int:
-    api = user_api(args)
-    result = user_call(lambda: api.delete_secret(args.project, args.name))
+    scope = UserScope(user_api(args), args.project)
+    result = scope.call(f"secret delete {args.name} in project {args.project}",
+                        lambda p: scope.api.delete_secret(p, args.name),
+                        f"no secret {args.name} in project {args.project} (`secret list` lists them)")  # fmt: skip
     print(json.dumps(result, indent=2) if args.json else f"secret {result['name']}: {result['status']}")
     return 0
 
 
 def list_secrets(args: argparse.Namespace) -> int:
-    api = user_api(args)
-    listed = user_call(lambda: api.secrets(args.project))
+    scope = UserScope(user_api(args), args.project)
+    listed = scope.call(f"secret list of project {args.project}", lambda p: scope.api.secrets(p))
     rows = [
         (
             s["name"],
@@ -112,7 +117,8 @@ def register(top: Commands) -> None:
     p = secret.add_parser("set", help="set a secret's value (a new version), read from stdin or --from-file")
     api_options(p)
     p.add_argument("name", type=_name, metavar="NAME", help="the secret's name: [A-Z_][A-Z0-9_]{0,63}")
-    p.add_argument("--from-file", type=Path, metavar="PATH", help="read the value (any bytes, ≤ 64 KiB) from this file")
+    p.add_argument("--from-file", type=Path, metavar="PATH", help="read the value (any bytes, ≤ 64 KiB) from this file "
+                   "(default: standard input)")  # fmt: skip
     p.set_defaults(handler=set_secret)
     p = secret.add_parser("list", help="a project's secrets: names, versions, sizes, who and when (never a value)")
     api_options(p)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
 from qinglong.cli.common import ROLES, Commands, Failure, catalogue_command, creating_options, dsn_option, group, name
-from qinglong.cli.connect import admin_transaction, dsn, project_id
+from qinglong.cli.connect import admin_transaction, dsn, one, project_id
 from qinglong.cli.printing import created, emit, status_set, table
 
 if TYPE_CHECKING:
@@ -77,8 +77,11 @@ def list_subjects(args: argparse.Namespace) -> int:
 
 
 def set_status(args: argparse.Namespace, active: bool) -> int:
-    done = admin_transaction(args, lambda tx: tx.call(op.subject_status_set_v1, p_subject=args.subject,
-                                                      p_active=active))  # fmt: skip
+    def body(tx: Transaction) -> dict[str, Any]:
+        subject = one(tx.call(op.subject_list_v1)["subjects"], "name", args.subject, "subject", "subjectId")
+        return tx.call(op.subject_status_set_v1, p_subject=subject["subjectId"], p_active=active)
+
+    done = admin_transaction(args, body)
     return status_set(args, done, "subject", "subjectId")
 
 
@@ -90,7 +93,8 @@ def register(top: Commands) -> None:
     p.add_argument("--name", required=True, help="the subject's name")
     p.add_argument("--token-file", type=Path, required=True, help="the new 0600 file for its bearer token")
     p.add_argument("--force", action="store_true", help="replace an existing token file")
-    p.add_argument("--project", type=name, metavar="NAME|ID", help="bind it to this project…")
+    p.add_argument("--project", type=name, metavar="NAME|ID", help="bind it to this project, by name, id or short id "
+                   "(default: none)…")  # fmt: skip
     p.add_argument("--role", choices=ROLES, help="…as (default operator)")
     creating_options(p)
     p.set_defaults(handler=create)
@@ -100,4 +104,4 @@ def register(top: Commands) -> None:
         ("enable", True, "enable a disabled subject"),
     ):
         p = catalogue_command(subject, command, text, functools.partial(set_status, active=active))
-        p.add_argument("subject", metavar="NAME|ID", help="the subject, by name or id")
+        p.add_argument("subject", metavar="NAME|ID", help="the subject, by name, id or short id")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from qinglong.cli import operators as op
 from qinglong.cli.commands.schedule import add_schedule, schedule_lines
 from qinglong.cli.common import (
+    PROJECT_HELP,
     Commands,
     Failure,
     catalogue_command,
@@ -32,7 +33,7 @@ from qinglong.cli.common import (
     positive,
 )
 from qinglong.cli.connect import admin_transaction, one, project_id
-from qinglong.cli.printing import cell, created, emit, status_set, table
+from qinglong.cli.printing import cell, created, emit, plural, status_set, table
 from qinglong.wire.bundle import CHUNK_BYTES
 from qinglong.wire.codec import WireError
 from qinglong.wire.offer import Plan
@@ -137,14 +138,15 @@ def create(args: argparse.Namespace) -> int:
     result = admin_transaction(args, body)
     sentence = f"task {args.name}: {result['status']} {result['taskId']} (revision {result['revisionId']})"
     if packed is not None:
-        sentence += f"\nbundle {packed.digest} ({len(packed.entries)} entries, {len(packed.data)} bytes)"
+        size = f"{plural(len(packed.entries), 'entry', 'entries')}, {plural(len(packed.data), 'byte')}"
+        sentence += f"\nbundle {packed.digest} ({size})"
     if "schedule" in result:
         sentence += "\n" + "\n".join(schedule_lines(f"task {args.name}: schedule set:", result["schedule"]))
     return created(args, result["taskId"], result, sentence)
 
 
 def list_tasks(args: argparse.Namespace) -> int:
-    listed = admin_transaction(args, lambda tx: tx.call(op.task_list_v1, p_project=args.project))
+    listed = admin_transaction(args, lambda tx: tx.call(op.task_list_v1, p_project=project_id(tx, args.project)))
     rows = [
         (t["taskId"], t["name"], t["status"], t["pool"], t["argv"], t["schedule"]["cron"] if t["schedule"] else None)
         for t in listed["tasks"]
@@ -154,8 +156,8 @@ def list_tasks(args: argparse.Namespace) -> int:
 
 
 def _shown(args: argparse.Namespace, tx: Transaction) -> dict[str, Any]:
-    listed = tx.call(op.task_list_v1, p_project=args.project)
-    task = one(listed["tasks"], "name", args.task, "task", "taskId")
+    listed = tx.call(op.task_list_v1, p_project=project_id(tx, args.project))
+    task = one(listed["tasks"], "name", args.task, "task", "taskId", f"in project {listed['project']}")
     sched = tx.call(op.task_schedule_show_v1, p_project_id=listed["projectId"], p_name=task["name"], p_count=5)
     revision = tx.call(op.task_revision_view_v1, p_revision_id=task["revisionId"])
     return {"projectId": listed["projectId"], "project": listed["project"], **task,
@@ -172,15 +174,15 @@ def show(args: argparse.Namespace) -> int:
         f"revision    {cell(shown['revisionId'])}",
         f"argv        {json.dumps(shown['argv'])}",
         f"pool        {shown['pool']}",
-        f"timeoutMs   {cell(shown['timeoutMs'])}",
-        f"maxAttempts {cell(shown['maxAttempts'])}",
+        f"timeoutMs   {shown['timeoutMs'] or 'none (no timeout)'}",
+        f"maxAttempts {shown['maxAttempts'] or '1 (the default: no retry)'}",
         f"signed by   {cell(shown['planSignature'] and shown['planSignature']['keyId'])}",
     ]
     bundle = shown["bundle"]
     if bundle is None:
         lines.append("bundle      -")
     else:
-        lines.append(f"bundle      {bundle['digest']} ({bundle['sizeBytes']} bytes)")
+        lines.append(f"bundle      {bundle['digest']} ({plural(bundle['sizeBytes'], 'byte')})")
         lines += [f"  {e['mode']:o} {e['size']:>10} {e['path']}" if e["kind"] == "file" else f"  dir  {e['path']}/"
                   for e in bundle["entries"]]  # fmt: skip
     sched = shown["schedule"]
@@ -194,41 +196,52 @@ def show(args: argparse.Namespace) -> int:
 
 
 def set_status(args: argparse.Namespace, active: bool) -> int:
-    done = admin_transaction(args, lambda tx: tx.call(op.task_status_set_v1, p_project=args.project,
-                                                      p_task=args.task, p_active=active))  # fmt: skip
-    return status_set(args, done, "task", "taskId")
+    def body(tx: Transaction) -> dict[str, Any]:
+        listed = tx.call(op.task_list_v1, p_project=project_id(tx, args.project))
+        task = one(listed["tasks"], "name", args.task, "task", "taskId", f"in project {listed['project']}")
+        return tx.call(op.task_status_set_v1, p_project=listed["projectId"], p_task=task["taskId"], p_active=active)
+
+    return status_set(args, admin_transaction(args, body), "task", "taskId")
 
 
 def register(top: Commands) -> None:
     task = group(top, "task", "tasks, their immutable revisions and their schedules")
     p = task.add_parser("create", help="create a task, or give it a new revision")
     dsn_option(p)
-    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help=PROJECT_HELP)
     p.add_argument("--name", required=True, help="the task's name (a new plan under it is a new revision)")
-    p.add_argument("--timeout-ms", type=positive, help="how long one attempt may run")
-    p.add_argument("--max-attempts", type=positive, help="attempts of one Run, retries included")
-    p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry")
-    p.add_argument("--pool", help="only Workers of this pool run it")
-    p.add_argument("--cwd", help="where it runs: a folder in the Run's own (e.g. one of --bundle's)")
-    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable)")
+    p.add_argument("--timeout-ms", type=positive, help="how long one attempt may run (default: no timeout)")
+    p.add_argument("--max-attempts", type=positive, help="attempts of one Run, retries included (default 1: no retry)")
+    p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry (default 0)")
+    p.add_argument("--pool", help="only Workers of this pool run it (default: default)")
+    p.add_argument(
+        "--cwd", help="where it runs: a folder in the Run's own (e.g. one of --bundle's; default: the Run's folder)"
+    )
+    p.add_argument(
+        "--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable; default: none)"
+    )
     p.add_argument(
         "--secret-env",
         action="append",
         metavar="NAME=SECRET",
-        help="variable NAME gets the project secret SECRET's value at each start (repeatable)",
+        help="variable NAME gets the project secret SECRET's value at each start (repeatable; default: none)",
     )
     p.add_argument(
         "--secret-file",
         action="append",
         metavar="RELPATH=SECRET",
-        help="file RELPATH in the Run's folder (0600) gets the secret's value at each start (repeatable)",
+        help="file RELPATH in the Run's folder (0600) gets the secret's value at each start (repeatable; default: "
+        "none)",
     )
     p.add_argument("--bundle", type=Path, metavar="PATH", help="a folder or file packed and shipped with the task "
-                   "(unpacked into the Run's folder before it starts; argv and --cwd may name its files)")  # fmt: skip
+                   "(unpacked into the Run's folder before it starts; argv and --cwd may name its files; default: "
+                   "none)")  # fmt: skip
     p.add_argument("--sign", type=Path, metavar="KEY", default=_plan_key(), help="sign the plan with this operator key "
                    "(qinglong pki plan-key new; default QINGLONG_PLAN_KEY): Workers that require signed plans run "
                    "only those")  # fmt: skip
-    p.add_argument("--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *'")
+    p.add_argument(
+        "--schedule", metavar="CRON", help="also schedule it: 5 cron fields, e.g. '*/5 * * * *' (default: no schedule)"
+    )
     p.add_argument("--timezone", help="with --schedule: the IANA time zone its fields are read in (default UTC)")
     p.add_argument("--overlap", choices=("skip", "allow"), help="with --schedule: while a Run is live (default skip)")
     p.add_argument("argv", nargs="+", help="the command, after --")
@@ -236,14 +249,14 @@ def register(top: Commands) -> None:
     p.set_defaults(handler=create)
     add_schedule(task)
     p = catalogue_command(task, "list", "a Project's tasks: pool, argv, schedule", list_tasks)
-    p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
+    p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
     p = catalogue_command(task, "show", "a task: its current revision's plan and its schedule", show)
-    p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
-    p.add_argument("task", metavar="NAME|ID", help="the task, by name or id within the project")
+    p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
+    p.add_argument("task", metavar="NAME|ID", help="the task, by name, id or short id within the project")
     for command, active, text in (
         ("disable", False, "disable a task: neither users nor the scheduler queue its Runs"),
         ("enable", True, "enable a disabled task"),
     ):
         p = catalogue_command(task, command, text, functools.partial(set_status, active=active))
-        p.add_argument("--project", required=True, metavar="NAME|ID", help="the project, by name or id")
-        p.add_argument("task", metavar="NAME|ID", help="the task, by name or id within the project")
+        p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
+        p.add_argument("task", metavar="NAME|ID", help="the task, by name, id or short id within the project")

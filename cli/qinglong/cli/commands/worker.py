@@ -111,7 +111,9 @@ def list_workers(args: argparse.Namespace) -> int:
 
 
 def set_status(args: argparse.Namespace, active: bool) -> int:
-    done = admin_transaction(args, lambda tx: tx.call(op.worker_status_set_v1, p_worker=args.worker, p_active=active))
+    done = admin_transaction(
+        args, lambda tx: tx.call(op.worker_status_set_v1, p_worker=worker_id(tx, args.worker), p_active=active)
+    )
     closed = f", session {done['closedSessionId']} closed" if done["closedSessionId"] else ""
     return status_set(args, done, "worker", "workerId", closed)
 
@@ -123,7 +125,8 @@ def register(top: Commands) -> None:
     p.add_argument("--pki", type=Path, required=True, help="the folder of `qinglong pki init`")
     p.add_argument("--name", required=True, help="a name for people (1 to 200 characters)")
     p.add_argument("--pool", default="default", help="the pool it takes Runs of (default: default)")
-    p.add_argument("--id", type=uuid_text, help="re-enrol this Worker id (bumps its generation)")
+    p.add_argument("--id", type=uuid_text, help="re-enrol this Worker id (bumps its generation; default: a new Worker, "
+                   "with a new id)")  # fmt: skip
     creating_options(p)
     p.set_defaults(handler=enroll)
     p = worker.add_parser(
@@ -131,7 +134,7 @@ def register(top: Commands) -> None:
     )
     dsn_option(p)
     p.add_argument("--pki", type=Path, required=True, help="the folder of `qinglong pki init`")
-    p.add_argument("worker", metavar="NAME|ID", help="the Worker, by name or id")
+    p.add_argument("worker", metavar="NAME|ID", help="the Worker, by name, id or short id")
     creating_options(p)
     p.set_defaults(handler=renew)
     p = worker.add_parser("run", help="run a Worker until SIGTERM")
@@ -144,4 +147,4 @@ def register(top: Commands) -> None:
         ("enable", True, "enable a disabled Worker"),
     ):
         p = catalogue_command(worker, name, text, functools.partial(set_status, active=active))
-        p.add_argument("worker", metavar="NAME|ID", help="the Worker, by name or id")
+        p.add_argument("worker", metavar="NAME|ID", help="the Worker, by name, id or short id")
