@@ -92,6 +92,7 @@ class Chaos:
                 f'journal = "{slot.journal}"\nwork_dir = "{slot.work_dir}"\ntick_seconds = {cfg.tick_s}\n'
                 f"page_size = 16\nshutdown_seconds = 5.0\nstop_grace_seconds = {cfg.stop_grace_s}\n"
                 "require_signed_plans = false\n"
+                "keep_files_seconds = 86400\n"  # the audit reads every launch's files after the run (evidence.py)
                 + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")  # benchmarks run as root here
             )
             self.slots.append(slot)
