@@ -148,6 +148,7 @@ class BundleAttacks:
             f'certificate = "{issued.certificate}"\nkey = "{issued.key}"\ntrust_anchors = "{env.ca()}"\n'
             f'journal = "{folder}/inbox.sqlite"\nwork_dir = "{self.work_dir}"\ntick_seconds = 0.2\n'
             f'stop_grace_seconds = 2.0\ntrusted_plan_keys = ["{self.key.public}"]\nrequire_signed_plans = true\n'
+            "keep_files_seconds = 86400\n"  # what every Run left is inspected after the attacks
             + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
         )
         self.markers.mkdir()

@@ -193,6 +193,7 @@ class Leaks:
             f'certificate = "{self.worker_certs.certificate}"\nkey = "{self.worker_certs.key}"\n'
             f'trust_anchors = "{env.ca()}"\njournal = "{folder}/inbox.sqlite"\nwork_dir = "{folder}/runs"\n'
             "tick_seconds = 0.3\nstop_grace_seconds = 2.0\nrequire_signed_plans = false\n"
+            "keep_files_seconds = 86400\n"  # every file a task left is searched after the run
             + ("allow_root_tasks = true\n" if os.geteuid() == 0 else "")
         )
         self.worker_proc = start_worker(folder / "worker.toml", folder / "worker.log")

@@ -611,6 +611,12 @@ class Rig:
                     "stop_grace_seconds = 1.0",
                     # these tests run as root; a Worker as root runs no task as root unless told to
                     *(extra or ("allow_root_tasks = true",)),
+                    # tests read what a task left after its Run ended: kept an hour unless a test sets it
+                    *(
+                        ()
+                        if any(line.startswith("keep_files_seconds") for line in extra)
+                        else ("keep_files_seconds = 3600",)
+                    ),
                     "",
                 )
             )
