@@ -47,6 +47,7 @@ async def timeline(pki: Pki, shell: Shell, seed: Seed, run: str) -> dict[str, An
 
 def end_of(answer: dict[str, Any]) -> dict[str, Any]:
     [end] = [json.loads(e["payload"]) for e in answer["events"] if e["type"] == "attempt.failed"]
+    assert isinstance(end, dict)
     return end
 
 
@@ -58,7 +59,7 @@ async def test_a_bad_reason_is_a_typed_400_and_a_good_one_reaches_the_timeline(
         offered = await worker.pull()
         run = offered.offer["runId"]
         before = await ql_image(database.dsn())
-        bad = [
+        bad: list[tuple[dict[str, Any], str]] = [
             ({"errorCode": "spawn.enoent"}, "wire.bad_enum"),  # well formed, but no code of the catalogue
             ({"errorCode": "x" * 65}, "wire.bad_enum"),  # oversized
             ({"errorCode": "Not A Code"}, "wire.bad_enum"),
@@ -71,8 +72,8 @@ async def test_a_bad_reason_is_a_typed_400_and_a_good_one_reaches_the_timeline(
         for fields, code in bad:
             reply = await start_failure(worker, offered, **fields)
             assert (reply.status, reply.code) == (400, code), (fields, reply)
-        running = await worker.post(f"/offers/{offered.offer_id}/activation/starting",
-                                    {"schema": ACTIVATION_SCHEMA, **offered.fence(), "errorMessage": "why"})  # fmt: skip
+        said = {"schema": ACTIVATION_SCHEMA, **offered.fence(), "errorMessage": "why"}
+        running = await worker.post(f"/offers/{offered.offer_id}/activation/starting", said)
         assert (running.status, running.code) == (400, "wire.unknown_field"), running
         assert image_diff(before, await ql_image(database.dsn())) == {}, "a refused reason changed nothing"
 
@@ -92,5 +93,5 @@ async def test_a_start_failure_without_a_message_still_applies(pki: Pki, shell: 
         offered = await worker.pull()
         reply = await start_failure(worker, offered, errorCode="spawn.os_error")
         assert reply.status == 200 and reply.json()["status"] == "applied", reply
-    assert end_of(await timeline(pki, shell, seed, offered.offer["runId"])) == {"attemptNo": 1,
-                                                                                 "errorCode": "spawn.os_error"}  # fmt: skip
+    answer = await timeline(pki, shell, seed, offered.offer["runId"])
+    assert end_of(answer) == {"attemptNo": 1, "errorCode": "spawn.os_error"}

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.integration.cli.test_cli import acli
-from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, poll
+from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, poll, status_file
 from tests.integration.worker.test_run_logs import _api
 
 pytestmark = pytest.mark.db
@@ -52,7 +52,8 @@ async def test_a_root_worker_s_refusal_says_why_everywhere(rig: Rig, tmp_path: P
     # The database: the Attempt's code and message.
     [attempt] = rig.attempts(run)
     message = rig.one("select error_message from ql.run_attempts where run_id = %s", (run,))
-    assert (rig.run_status(run), attempt["status"], attempt["error_code"]) == ("failed", "failed", "plan.root_not_allowed")
+    ended = (rig.run_status(run), attempt["status"], attempt["error_code"])
+    assert ended == ("failed", "failed", "plan.root_not_allowed"), ended
     assert message == failed["reason"] and message.startswith(ROOT_REFUSAL.split(": ", 1)[1]), message
 
     # run show: a line saying why, and that nothing ran.
@@ -92,7 +93,7 @@ async def test_a_task_that_ignores_sigterm_is_reported_killed_after_the_grace(ri
     assert took >= 1.0, f"the Run ended {took:.2f} s after the cancel: before the grace was over"
 
     # The runner recorded the task's end: KILLed (the runner itself was not).
-    assert json.loads(Path(handle.status_path).read_text()) == {"exitCode": None, "signal": signal.SIGKILL}
+    assert status_file(handle) == {"exitCode": None, "signal": signal.SIGKILL}
     # The Worker: one line when it KILLed the task, and the completion's code.
     log = worker.output()
     killed = [json.loads(line) for line in log.splitlines() if '"task.killed_after_grace"' in line]
