@@ -30,7 +30,10 @@ is read from the cache (its digest checked again) and the Executor unpacks it in
 bundle that breaks a rule is a start failure with its `bundle.*` code).
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
-anything). Every step is persisted before
+anything): its code, of the catalogue qinglong.wire.reasons (one it lacks goes as `start.failed`), and its
+message (the Executor's words, else the catalogue's), journaled as the record's reason, so the `record.state`
+log line says both; a shell of the previous release, which refuses the message (`wire.unknown_field`), gets
+the ACK again with the code alone. Every step is persisted before
 the next one acts, so a restart resumes here; a restart that finds `launching` decides from the
 launch's evidence (launch.py) whether the task was never started, runs, or ran.
 """
