@@ -60,6 +60,7 @@ TASKS: dict[str, dict[str, Any]] = {
     "loud": {"argv": ["sh", "-c", "seq 1 100000"]},
     "sleeper": {"argv": ["sleep", "120"]},
     "unserved": {"argv": ["true"], "pool": "nobody"},
+    "refused": {"argv": ["true"], "user": "nobody"},  # not on the demo Worker's run_as list: a start failure
     "secretive": {  # prints a project secret it receives as a variable and as a file
         "argv": ["sh", "-c", 'echo "variable: $S"; echo "file: $(cat s.txt)"'],
         "secretEnv": {"S": "CONSOLE_SECRET"},
@@ -290,6 +291,18 @@ def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, bro
     wait(browser, "the Run succeeded in the list",
          lambda d: d.find_element(By.CSS_SELECTOR, f"tr[data-run='{run}'] .status").get_attribute("data-status")
          == "succeeded")  # fmt: skip
+
+
+def test_a_start_failure_says_why_beside_the_attempt_s_status(system: System, browser: Chrome) -> None:
+    run = system.enqueue("refused")
+    sign_in(browser, system, system.tokens["viewer"])
+    open_run(browser, system, run)
+    wait(browser, "the Run to fail", lambda d: run_status(d) == "failed")
+    wait(browser, "the reason", lambda d: "plan.user_not_allowed" in text(d, "#output-note"))
+    assert text(browser, "#output-note") == (
+        "Attempt 1 of 1: failed, plan.user_not_allowed: user 'nobody' is not on this Worker's run_as list (nothing ran)"
+    )
+    assert text(browser, "#output") == ""
 
 
 def test_a_run_that_printed_a_secret_shows_it_masked_and_no_page_holds_it(system: System, browser: Chrome) -> None:

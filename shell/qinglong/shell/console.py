@@ -20,6 +20,7 @@ from aiohttp import web
 
 from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
 from qinglong.wire.common import ENDED_RUN_STATUSES, RUN_STATUSES
+from qinglong.wire.reasons import ENDS, START_FAILURES
 
 PREFIX: Final = "/console/"
 FILES: Final = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
@@ -34,6 +35,8 @@ WIRE: Final = {  # what wire.js exports, by name
     "CANCELLATION_SCHEMA": CANCELLATION_SCHEMA,
     "RUN_STATUSES": RUN_STATUSES,
     "ENDED_RUN_STATUSES": ENDED_RUN_STATUSES,
+    "START_FAILURES": dict(START_FAILURES),  # why an Attempt ended without an exit code: code → message
+    "ENDS": dict(ENDS),
 }
 HEADERS: Final = {
     "Content-Security-Policy": CSP,

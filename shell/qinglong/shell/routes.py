@@ -264,10 +264,12 @@ def _offer_pull(c: Call, b: OfferPullRequest) -> Args:
 
 
 def _activation(c: Call, b: ActivationRequest | ActivationStartFailureRequest) -> Args:
+    failure = b if isinstance(b, ActivationStartFailureRequest) else None
     return {
         "p_phase": c.match["phase"].replace("-", "_"),
         **_fence(c, b, c.match["offerId"]),
-        "p_error_code": b.error_code if isinstance(b, ActivationStartFailureRequest) else None,
+        "p_error_code": None if failure is None else failure.error_code,
+        "p_error_message": None if failure is None else failure.error_message,
     }
 
 
@@ -411,14 +413,14 @@ class SealedSecret(Record):
 
 
 class _Delivery(Record):
-    """The part of attempt_activation_v1's answer the opening reads: the snapshot's Project and the sealed values."""
+    """The part of attempt_activation_v2's answer the opening reads: the snapshot's Project and the sealed values."""
 
     project_id: str = wire(Uuid())
     secrets: tuple[SealedSecret, ...] = wire(List(Nested(SealedSecret), max_items=SECRET_REFS_MAX))
 
 
 def open_delivery(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
-    """attempt_activation_v1's answer with its sealed `secrets` opened ({name, version, value}) for the Worker;
+    """attempt_activation_v2's answer with its sealed `secrets` opened ({name, version, value}) for the Worker;
     an answer without them is returned as it is. WireError: the sealed part is outside its shape (a bad
     projection); SecretRefused: no key-encryption key here, or a value that does not open."""
     if "secrets" not in result:
@@ -456,7 +458,7 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.activation", "POST", paths.ACTIVATION, "worker",
-        _activation_request, "attempt_activation_v1", _activation, ActivationResponse, sealing="open", grouped=True,
+        _activation_request, "attempt_activation_v2", _activation, ActivationResponse, sealing="open", grouped=True,
     ),
     RouteOf(
         "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
@@ -489,7 +491,7 @@ ROUTES: Final = (
         CANCELLATION_RESPONSES, permission="run.stop", serializable=True, accepted=frozenset({"accepted"}),
     ),
     RouteOf(
-        "user.runs.read", "GET", paths.RUN, "user", None, "run_timeline_v1", _read, RunTimeline,
+        "user.runs.read", "GET", paths.RUN, "user", None, "run_timeline_v2", _read, RunTimeline,
         permission="run.read",
     ),
     RouteOf(

@@ -116,6 +116,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "offset",
     "attempt",
     "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
+    "error_message",  # a start failure's message (ql_api.attempt_activation_v2)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {

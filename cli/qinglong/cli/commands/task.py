@@ -56,6 +56,10 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         plan["pool"] = args.pool
     if args.cwd:
         plan["cwd"] = args.cwd
+    if args.user:
+        plan["user"] = args.user
+    if args.group:
+        plan["group"] = args.group
     for flag, key, given in (
         ("--env", "env", args.env),
         ("--secret-env", "secretEnv", args.secret_env),
@@ -217,6 +221,10 @@ def register(top: Commands) -> None:
     p.add_argument(
         "--cwd", help="where it runs: a folder in the Run's own (e.g. one of --bundle's; default: the Run's folder)"
     )
+    p.add_argument("--user", metavar="NAME", help="the user it runs as, on the Worker's run_as list (default: the "
+                   "Worker's own user; a Worker running as root refuses that unless allow_root_tasks)")  # fmt: skip
+    p.add_argument("--group", metavar="NAME", help="the group it runs as, on the Worker's run_as_groups list "
+                   "(default: the user's groups)")  # fmt: skip
     p.add_argument(
         "--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable; default: none)"
     )

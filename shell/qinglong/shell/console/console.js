@@ -7,7 +7,9 @@
 // the API reaches the page as text (textContent), never as markup. The paths, schemas and statuses of the wire come
 // from wire.js, which the shell makes from qinglong.wire.
 
-import { CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENQUEUE_SCHEMA, PATHS, RUN_STATUSES } from "./wire.js";
+import {
+  CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENDS, ENQUEUE_SCHEMA, PATHS, RUN_STATUSES, START_FAILURES,
+} from "./wire.js";
 
 const TOKEN_KEY = "qinglong.token";
 const PROJECT_KEY = "qinglong.project";
@@ -327,11 +329,16 @@ async function runPage(current, runId) {
   const follow = { attempt: null, after: null, offsets: {}, decoders: {} };
   let last = null;
   let drawn = null;  // the version on the page: an unchanged Run is not redrawn
+  const messages = new Map();  // attemptId → the message its Worker gave with its start failure (the timeline's)
 
   function drawRun(timeline) {
     const run = timeline.run;
     if (drawn === run.version) return;
     drawn = run.version;
+    for (const e of timeline.events) {
+      const message = JSON.parse(e.payload).errorMessage;
+      if (e.attemptId && typeof message === "string") messages.set(e.attemptId, message);
+    }
     facts.replaceChildren(
       el("dt", { text: "Status" }), el("dd", { id: "run-status" }, badge(run.status)),
       el("dt", { text: "Task" }), el("dd", { id: "run-task", text: names.get(run.taskId) || run.taskId }),
@@ -388,12 +395,18 @@ async function runPage(current, runId) {
       outputNote.textContent = page.attempt
         ? `Attempt ${page.attempt.attemptNo} of ${page.attempts}: ${page.attempt.status}` +
           (page.attempt.exitCode === null ? "" : `, exit code ${page.attempt.exitCode}`) +
-          (page.attempt.errorCode ? `, ${page.attempt.errorCode}` : "") +
+          (page.attempt.errorCode ? `, ${why(page.attempt)}` : "") +
           (TERMINAL.has(page.runStatus) ? "" : " — following live")
         : "No Attempt yet: the output appears when a Worker starts the task.";
       if (!page.more) return page;
     }
     return null;
+  }
+
+  function why(attempt) {  // the code and why, saying so when nothing ran (a start failure)
+    const code = attempt.errorCode;
+    const message = messages.get(attempt.attemptId) || START_FAILURES[code] || ENDS[code];
+    return `${code}${message ? `: ${message}` : ""}${code in START_FAILURES ? " (nothing ran)" : ""}`;
   }
 
   let busy = false;  // one refresh at a time: output is appended in order, once
