@@ -28,9 +28,10 @@ max_handshakes handshakes are under way on a listener, and max_handshakes_per_so
 address, an IPv6 /64); a connection accepted beyond them waits (_Handshakes: a socket and its accept time, no
 TLS state) until a handshake ends, the sources taking turns, or until its tls_handshake_timeout. A failed
 handshake's exception holds the frames that hold the connection (its buffers, its OpenSSL object) in reference
-cycles that only a full garbage collection frees; _connect clears those frames, so the connection is freed at
-once. The reclaimer (one per process) runs gc.collect() and glibc's malloc_trim(0) when many connections ended
-in RECLAIM_EVERY_S, and once more after, so that the memory a flood took goes back to the system.
+cycles that only a full garbage collection frees; _connect clears those frames and calls the aiohttp protocol's
+connection_lost (which drops its parser, another cycle), so the connection is freed at once. The reclaimer
+(one per process) runs gc.collect() and glibc's malloc_trim(0) when many connections ended in RECLAIM_EVERY_S,
+and once more after, so that the memory a flood took goes back to the system.
 """
 
 from __future__ import annotations
@@ -242,9 +243,9 @@ class BudgetedListener:
     async def _connect(self, sock: socket.socket, connection: _Connection, source: str, accepted: float) -> None:
         if self.ssl_context is None:
             try:
-                await self.loop.connect_accepted_socket(lambda: connection, sock)
+                await self.loop.connect_accepted_socket(_given(connection), sock)
             except BaseException:  # cancelled by stop(), an OSError, or a bug: the slot is given back either way
-                connection.release()
+                connection.connection_lost(None)
                 raise
             return
         timeout = accepted + self.budget.tls_handshake_timeout - self.loop.time()  # counted from accept
@@ -252,21 +253,21 @@ class BudgetedListener:
         tls = _TLS(self.loop, connection, self.ssl_context, done, True, ssl_handshake_timeout=timeout)  # type: ignore[arg-type]  # typeshed says int; asyncio takes seconds as a float
         raw: asyncio.Transport | None = None
         try:
-            raw, _ = await self.loop.connect_accepted_socket(lambda: tls, sock)
+            raw, _ = await self.loop.connect_accepted_socket(_given(tls), sock)
             await done  # the handshake: SSLProtocol calls connection.connection_made at its end
         except OSError as exc:  # ssl.SSLError and TimeoutError are OSErrors; SSLProtocol closed the socket
             _forget(exc)
             if self.loop.time() - accepted >= self.budget.tls_handshake_timeout:
                 self.hit("tls_handshake_timeout")
-            connection.release()
+            connection.connection_lost(None)  # its slot back; aiohttp drops the parser that holds it in a cycle
         except BaseException:  # cancelled by stop(), or a bug: the slot is given back either way
             if raw is not None:
                 raw.abort()
-            connection.release()
+            connection.connection_lost(None)
             raise
         else:
             if connection.transport is None:  # the connection was lost before the handshake ended
-                connection.release()
+                connection.connection_lost(None)
         finally:
             self._shakes.end(source)
             if self._sockets:  # not stopping
@@ -504,6 +505,12 @@ class _TLS(sslproto.SSLProtocol):
     """asyncio's TLS protocol with a smaller read buffer (the module's docstring)."""
 
     max_size = TLS_READ_BUFFER
+
+
+def _given(protocol: asyncio.BaseProtocol) -> Callable[[], asyncio.BaseProtocol]:
+    """connect_accepted_socket's protocol factory for a protocol made already. Not a lambda in _connect: that
+    would make its locals closure cells, which keep a failed connection in a cycle with _connect's frame."""
+    return lambda: protocol
 
 
 def _forget(exc: BaseException) -> None:
