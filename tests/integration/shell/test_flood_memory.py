@@ -83,11 +83,13 @@ async def _legitimate(running: Running, pki: Pki, seed: Seed, until: float) -> t
         offered = await client.pull()
         for phase in ("starting", "running"):
             count(phase, (await client.activate(offered, phase)).status)
-        while time.monotonic() < until:
+        while True:  # at least once, however slow the machine
             count("renew", (await client.renew(offered)).status)
             async with user_http(pki) as http:
                 path = f"/api/v3/projects/{seed.project_p}/runs"
                 count("list", (await user_call(http, running.shell, "GET", path, token=seed.viewer.token)).status)
+            if time.monotonic() >= until:
+                break
             await asyncio.sleep(0.1)
     return ok, failed
 
@@ -100,7 +102,7 @@ async def _flood_and_return(running: Running, pki: Pki, seed: Seed, *, certifica
         handshake_flood(running.pid, running.shell.worker_port, ctx, clients=CLIENTS, seconds=FLOOD_S),
         _legitimate(running, pki, seed, until),
     )
-    assert failed == [] and ok >= 4, (ok, failed)
+    assert failed == [] and ok >= 5, (ok, failed)
     assert flood.completed > 0, flood
     assert flood.peak_mib < PEAK_FACTOR * idle, (flood.peak_mib, idle)
     waited, rss = await settle(running.pid, RETURN_FACTOR * idle, RETURN_WITHIN_S)
