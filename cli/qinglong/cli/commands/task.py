@@ -260,3 +260,6 @@ def register(top: Commands) -> None:
         p = catalogue_command(task, command, text, functools.partial(set_status, active=active))
         p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
         p.add_argument("task", metavar="NAME|ID", help="the task, by name, id or short id within the project")
+    from qinglong.cli.commands.task_api import add_api_commands
+
+    add_api_commands(task)
