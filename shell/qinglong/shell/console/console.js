@@ -504,7 +504,7 @@ async function runPage(current, runId) {
   function drawAttempts(count) {
     if (attemptSelect.options.length - 1 === count) return;
     attemptSelect.replaceChildren(el("option", { value: "", text: "the newest (followed)" }),
-      Array.from({ length: count }, (_, i) => el("option", { value: String(i + 1), text: `Attempt ${i + 1}` })));
+      ...Array.from({ length: count }, (_, i) => el("option", { value: String(i + 1), text: `Attempt ${i + 1}` })));
     attemptSelect.value = follow.pinned === null ? "" : String(follow.pinned);
     attemptSelect.disabled = count < 2;
   }
@@ -692,7 +692,7 @@ async function tasksPage(current) {
           ? t.schedule.nextFiresMs.map((ms) => el("div", {}, when(ms))) : "—"),
         el("td", {}, (byTask.get(t.taskId) || []).map((r) => el("div", {},
           el("a", { href: `#/run/${r.runId}`, class: "mono", text: short(r.runId) }), " ", badge(r.status)))),
-        el("td", {}, taskActions(t, () => route()))))),
+        el("td", {}, taskActions(t, () => route())))),
       "This Project has no task yet."));
 }
 
