@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from qinglong.cli.commands.task import _plan, _plan_key
 from qinglong.cli.common import Commands, Failure, api_options, name, positive
 from qinglong.cli.connect import UserScope, user_api
 from qinglong.cli.printing import emit, status_set
@@ -23,20 +23,20 @@ from qinglong.wire.codec import WireError
 from qinglong.wire.offer import Plan
 from qinglong.wire.task_change import PREVIEW_MAX, SchedulePreviewQuery
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-def revise(args: argparse.Namespace) -> int:
+
+PlanOf = Callable[[argparse.Namespace], dict[str, Any]]  # task create's plan from its flags
+KeyOf = Callable[[Path | None], "Ed25519PrivateKey | None"]  # task create's --sign key
+
+
+def revise(args: argparse.Namespace, plan_of: PlanOf, key_of: KeyOf) -> int:
     try:
-        plan = Plan.from_obj(_plan(args))
+        plan = Plan.from_obj(plan_of(args))
     except WireError as exc:
         raise Failure(f"the plan: {exc.message}") from None
-    key = None
-    if args.sign is not None:
-        from qinglong.wire.signing import load_private_key
-
-        try:
-            key = load_private_key(args.sign)
-        except ValueError as exc:
-            raise Failure(f"--sign: {exc}") from None
+    key = key_of(args.sign)
     scope = UserScope(user_api(args), args.project)
     signature = None
     if key is not None:
@@ -94,16 +94,17 @@ def _plan_flags(create: argparse.ArgumentParser, revise: argparse.ArgumentParser
             revise._add_action(action)
 
 
-def add_api_commands(task: Commands) -> None:
-    """The user API's task commands, in the task group."""
+def add_api_commands(task: Commands, plan_of: PlanOf, key_of: KeyOf, default_key: Path | None) -> None:
+    """The user API's task commands, in the task group: `task create`'s plan flags, plan and key reading are given
+    (qinglong.cli.commands.task, which imports this module)."""
     p = task.add_parser("revise", help="create a task or give it a new revision, through the user API (task.write)")
     api_options(p)
     p.add_argument("--name", type=name, required=True, help="the task's name (a new plan under it is a new revision)")
     _plan_flags(task.choices["create"], p)
-    p.add_argument("--sign", type=Path, metavar="KEY", default=_plan_key(), help="sign the plan with this operator key "
+    p.add_argument("--sign", type=Path, metavar="KEY", default=default_key, help="sign the plan with this operator key "
                    "(default QINGLONG_PLAN_KEY): Workers that require signed plans run only those")  # fmt: skip
     p.add_argument("argv", nargs="+", help="the command, after --")
-    p.set_defaults(handler=revise)
+    p.set_defaults(handler=functools.partial(revise, plan_of=plan_of, key_of=key_of))
     for command, active, text in (
         ("deactivate", False, "disable a task through the user API (task.write)"),
         ("activate", True, "enable a task through the user API (task.write)"),

@@ -828,7 +828,7 @@ function scheduleForm(task, onSaved) {
       preview.replaceChildren(el("p", { class: "muted", text: `Next fire times (${shown.timezone} on the ` +
         `schedule's clock, shown in your zone ${ZONE}):` }),
         el("ol", { id: "schedule-fires" }, shown.fires.map((f) => el("li", {}, when(f.atMs),
-          el("span", { class: "muted", text: `  ${f.local} in ${shown.timezone}` })))));
+          el("span", { class: "muted", text: ` — ${f.local} in ${shown.timezone}` })))));
     } catch (exc) {
       if (mine !== asked) return;
       preview.replaceChildren(notice("error", explain(exc), "schedule-problem"));
