@@ -462,6 +462,7 @@ def test_an_owner_creates_a_task_and_schedules_it_with_its_next_fire_times_previ
     browser.find_element(By.ID, "task-attempts").send_keys("2")
     browser.find_element(By.ID, "revision-submit").click()
     wait(browser, "the task's page", lambda d: text(d, "h1") == "Task made-here")
+    assert text(browser, "#task-command") == 'sh -c "echo made in the console"'  # each argument whole
     assert text(browser, "#flash").startswith("made-here: created, revision ") and "(unsigned)" in text(
         browser, "#flash"
     )

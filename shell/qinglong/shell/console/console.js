@@ -897,7 +897,8 @@ async function taskPage(current, name) {
       el("dt", { text: "Status" }), el("dd", { id: "task-status" }, badge(task.status)),
       el("dt", { text: "Revision" }), el("dd", { id: "task-revision", text: task.revisionId
         ? `${short(task.revisionId)} (${task.signed ? "signed" : "unsigned"})` : "—" }),
-      el("dt", { text: "Command" }), el("dd", { class: "mono", text: (task.argv || []).join(" ") || "—" }),
+      el("dt", { text: "Command" }), el("dd", { class: "mono", id: "task-command", text: (task.argv || [])
+        .map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : JSON.stringify(arg))).join(" ") || "—" }),
       el("dt", { text: "Pool" }), el("dd", { text: task.pool }),
       el("dt", { text: "Timeout" }), el("dd", { text: plan.timeoutMs ? duration(plan.timeoutMs) : "none" }),
       el("dt", { text: "Attempts at most" }), el("dd", { text: String(plan.maxAttempts || 1) }),
