@@ -5,8 +5,8 @@ begin;
 set local role ql_owner;
 
 -- ql_api.task_schedule_change_v1: a user sets, changes or clears a task's schedule through the user API.
--- Lock order: project (FOR SHARE, ql.policy_fence) → ql_api.task_schedule_set_v1's: project (FOR SHARE, already held)
---   → task (FOR SHARE) → schedule (FOR NO KEY UPDATE, or the insert) → for a fire time left due, the new Run.
+-- Lock order: project (FOR SHARE, ql.task_write_fence) → ql_api.task_schedule_set_v1's: project (FOR SHARE, already
+--   held) → task (FOR SHARE) → schedule (FOR NO KEY UPDATE, or the insert) → for a fire time left due, the new Run.
 create or replace function ql_api.task_schedule_change_v1(
   p_subject_id uuid,
   p_project_id uuid,
@@ -30,13 +30,7 @@ as $$
 declare
   v_fence jsonb;
 begin
-  if p_subject_id is null then return ql.outcome('invalid', 'subject_id'); end if;
-  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
-  if p_admitted_project_version is null or p_admitted_binding_version is null then
-    return ql.outcome('invalid', 'admitted_version');
-  end if;
-  v_fence := ql.policy_fence(p_subject_id, p_project_id, 'task.write', p_admitted_project_version,
-                             p_admitted_binding_version);
+  v_fence := ql.task_write_fence(p_subject_id, p_project_id, p_admitted_project_version, p_admitted_binding_version);
   if v_fence is not null then return v_fence; end if;
   return ql_api.task_schedule_set_v1(p_project_id, p_name, p_cron, p_timezone, coalesce(p_overlap, 'skip'));
 end;

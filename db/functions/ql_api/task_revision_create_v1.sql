@@ -1,7 +1,7 @@
 -- ql_api.task_revision_create_v1: a user creates a task, or gives it a new revision, through the user API.
--- Lock order: project (FOR SHARE, ql.policy_fence) → advisory lock on (subject, mutationId) → ql_api.task_create_v1's:
---   project (FOR SHARE, already held) → the secrets the plan names (FOR SHARE) → the bundle it names (FOR KEY SHARE)
---   → task (FOR NO KEY UPDATE) → mutation row (insert).
+-- Lock order: project (FOR SHARE, ql.task_write_fence) → advisory lock on (subject, mutationId) →
+--   ql_api.task_create_v1's: project (FOR SHARE, already held) → the secrets the plan names (FOR SHARE) → the bundle
+--   it names (FOR KEY SHARE) → task (FOR NO KEY UPDATE) → mutation row (insert).
 create or replace function ql_api.task_revision_create_v1(
   p_subject_id uuid,
   p_project_id uuid,
@@ -31,17 +31,10 @@ declare
   v_mutation ql.mutations;
   v_result jsonb;
 begin
-  if p_subject_id is null then return ql.outcome('invalid', 'subject_id'); end if;
-  if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   if p_mutation_id is null or p_mutation_id !~ '^[A-Za-z0-9._:-]{1,128}$' then
     return ql.outcome('invalid', 'mutation_id');
   end if;
-  if p_admitted_project_version is null or p_admitted_binding_version is null then
-    return ql.outcome('invalid', 'admitted_version');
-  end if;
-
-  v_fence := ql.policy_fence(p_subject_id, p_project_id, 'task.write', p_admitted_project_version,
-                             p_admitted_binding_version);
+  v_fence := ql.task_write_fence(p_subject_id, p_project_id, p_admitted_project_version, p_admitted_binding_version);
   if v_fence is not null then return v_fence; end if;
 
   perform pg_advisory_xact_lock(hashtextextended('ql.mutation:' || p_subject_id::text || ':' || p_mutation_id, 0));
