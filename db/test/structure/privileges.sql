@@ -35,8 +35,10 @@ select is(
   array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_activation_v2', 'attempt_complete_v1', 'attempt_lease_control_v1',
         'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'project_view_v1', 'project_workers_v1', 'request_admission_v1',
         'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
-        'run_timeline_v1', 'run_timeline_v2', 'secret_delete_v1', 'secret_list_v1', 'secret_rewrap_page_v1', 'secret_rewrap_v1',
-        'secret_set_v1', 'storage_health_v1', 'subject_admission_v1', 'subject_projects_v1', 'task_list_v1',
+        'run_timeline_v1', 'run_timeline_v2', 'schedule_preview_v1', 'secret_delete_v1', 'secret_list_v1',
+        'secret_rewrap_page_v1', 'secret_rewrap_v1', 'secret_set_v1', 'storage_health_v1', 'subject_admission_v1',
+        'subject_projects_v1', 'task_list_v1', 'task_revision_create_v1', 'task_schedule_change_v1',
+        'task_status_change_v1',
         'worker_certificate_expiry_v1', 'worker_session_heartbeat_v1', 'worker_session_open_v1'],
   'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
 select is(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
 from qinglong.cli.commands.schedule import add_schedule, schedule_lines
+from qinglong.cli.commands.task_api import add_api_commands
 from qinglong.cli.common import (
     PROJECT_HELP,
     Commands,
@@ -39,6 +40,8 @@ from qinglong.wire.codec import WireError
 from qinglong.wire.offer import Plan
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from qinglong.cli.admin import Transaction
     from qinglong.wire.bundle import Packed
 
@@ -79,6 +82,18 @@ def _plan_key() -> Path | None:
     return Path(given) if given else None
 
 
+def signing_key(path: Path | None) -> Ed25519PrivateKey | None:
+    """The operator key --sign names (None: no --sign), or one line saying why it cannot be used."""
+    if path is None:
+        return None
+    from qinglong.wire.signing import load_private_key
+
+    try:
+        return load_private_key(path)
+    except ValueError as exc:
+        raise Failure(f"--sign: {exc}") from None
+
+
 def _upload(tx: Transaction, packed: Packed) -> None:
     """Store the bundle unless the database holds it; only the chunks it lacks are sent."""
     stat = tx.call(op.bundle_stat_v1, p_digest=packed.digest)
@@ -111,14 +126,7 @@ def create(args: argparse.Namespace) -> int:
         plan = Plan.from_obj(plan).to_obj()  # what is signed is what is stored
     except WireError as exc:
         raise Failure(f"the plan: {exc.message}") from None
-    key = None
-    if args.sign is not None:
-        from qinglong.wire.signing import load_private_key
-
-        try:
-            key = load_private_key(args.sign)
-        except ValueError as exc:
-            raise Failure(f"--sign: {exc}") from None
+    key = signing_key(args.sign)
     if args.schedule is None and (args.timezone is not None or args.overlap is not None):
         raise Failure("--timezone and --overlap go with --schedule")
 
@@ -268,3 +276,4 @@ def register(top: Commands) -> None:
         p = catalogue_command(task, command, text, functools.partial(set_status, active=active))
         p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
         p.add_argument("task", metavar="NAME|ID", help="the task, by name, id or short id within the project")
+    add_api_commands(task, _plan, signing_key, _plan_key())
