@@ -19,6 +19,7 @@ from qinglong.wire import (
     enqueue,
     errors,
     lease_control,
+    notify,
     offer,
     output,
     project,
@@ -155,6 +156,7 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *tasks.MESSAGES,
     *project.MESSAGES,
     *secrets.MESSAGES,
+    *notify.MESSAGES,
     *errors.MESSAGES,
 )
 
