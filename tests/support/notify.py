@@ -46,7 +46,7 @@ SECRET_NAME = "HOOK_KEY"  # noqa: S105 - a secret's name, not its value
 @dataclass
 class Receiver:
     """A webhook endpoint on 127.0.0.1: answers 204 to a request whose signature verifies under `key` (401
-    otherwise), after `delay` seconds; counts each delivery id and remembers when each first arrived."""
+    otherwise), after `delay` seconds; counts each delivery id and remembers when (wall clock) each first arrived."""
 
     key: bytes
     delay: float = 0.0
@@ -55,11 +55,14 @@ class Receiver:
     first_at: dict[str, float] = field(default_factory=dict)
     bad_signatures: int = 0
     inflight: int = 0
+    is_down: bool = False
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _site: web.TCPSite | None = None
 
     async def _hook(self, request: web.Request) -> web.Response:
+        if self.is_down:  # a request that raced the close: as if it never arrived
+            return web.Response(status=503, headers={"Connection": "close"})
         body = await request.read()
         if not notify_format.verify(self.key, request.headers.get(notify_format.TIMESTAMP_HEADER),
                                     request.headers.get(notify_format.SIGNATURE_HEADER), body):  # fmt: skip
@@ -73,7 +76,7 @@ class Receiver:
             self.inflight -= 1
         delivery = request.headers[notify_format.DELIVERY_HEADER]
         self.seen[delivery] += 1
-        self.first_at.setdefault(delivery, time.monotonic())
+        self.first_at.setdefault(delivery, time.time())
         self.bodies[delivery] = json.loads(body)
         return web.Response(status=204)
 
@@ -90,6 +93,7 @@ class Receiver:
 
     async def up(self) -> None:
         assert self._runner is not None
+        self.is_down = False
         self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
         await self._site.start()
         if self.port == 0:
@@ -98,9 +102,11 @@ class Receiver:
             self.port = server.sockets[0].getsockname()[1]
 
     async def down(self) -> None:
-        """Close the port: connections are refused until `up`."""
-        assert self._site is not None
+        """Close the port and every connection a client kept alive: connections are refused until `up`."""
+        assert self._site is not None and self._runner is not None and self._runner.server is not None
+        self.is_down = True
         await self._site.stop()
+        await self._runner.server.shutdown(0.1)
         self._site = None
 
     async def stop(self) -> None:

@@ -39,7 +39,6 @@ import logging
 import signal
 import ssl
 import time
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +47,7 @@ from typing import Any, Final
 import aiohttp
 
 from qinglong.shell import notify_format
-from qinglong.shell.config import ACCEPTED_KEKS_MAX, PATH, ConfigError, _Database, _keks, _Secrets
+from qinglong.shell.config import PATH, ConfigError, _Database, _keks, _Secrets, read
 from qinglong.shell.db import Database, StorageError
 from qinglong.shell.routes import SealedSecret
 from qinglong.shell.sealing import Sealed, Sealer, Unsealable
@@ -63,8 +62,6 @@ ANSWER_MAX: Final = 64 * 1024  # bytes of a receiver's answer read (WeCom's errc
 PRUNE_PAGE: Final = 1000
 SCAN_PAGE: Final = 100
 RETRY_S: Final = 5.0  # after the database could not serve
-
-assert ACCEPTED_KEKS_MAX >= 1
 
 
 class _Dispatch(Record):
@@ -104,12 +101,7 @@ class NotifyConfig:
 
 def load(path: Path) -> NotifyConfig:
     """notify.toml exactly (unknown keys, wrong types and values out of range are one line naming them)."""
-    try:
-        given = _NotifyFile.load_at(tomllib.loads(path.read_text()), path.name)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    except WireError as exc:
-        raise ConfigError(exc.message) from None
+    given = read(path, _NotifyFile)
     kek, accepted = _keks(path.parent, given.secrets)
     d = given.dispatch or _Dispatch()
     config = NotifyConfig(dsn=given.database.dsn, kek=kek, accepted_keks=accepted)
