@@ -28,8 +28,9 @@ CSP: Final = (
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 USER_PATHS: Final = ("PROJECT", "RUNS", "RUN", "RUN_CANCELLATION", "RUN_OUTPUT", "TASKS", "WORKERS")  # of wire.paths
+NOTIFY_PATHS: Final = ("NOTIFY_RULES", "NOTIFY_DELIVERIES")  # the notifications page (read only)
 WIRE: Final = {  # what wire.js exports, by name
-    "PATHS": {name: getattr(paths, name) for name in USER_PATHS},
+    "PATHS": {name: getattr(paths, name) for name in USER_PATHS + NOTIFY_PATHS},
     "ENQUEUE_SCHEMA": ENQUEUE_SCHEMA,
     "CANCELLATION_SCHEMA": CANCELLATION_SCHEMA,
     "RUN_STATUSES": RUN_STATUSES,
