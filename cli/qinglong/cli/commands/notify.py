@@ -17,8 +17,9 @@ from typing import Any
 from qinglong.cli.common import EXIT_UNAVAILABLE, Commands, Failure, api_options, group
 from qinglong.cli.connect import UserScope, user_api
 from qinglong.cli.printing import table
+from qinglong.shell.notify_format import DEFAULT_TEMPLATE
 from qinglong.wire.common import SECRET_NAME_PATTERN
-from qinglong.wire.notify import CHANNELS, EVENTS, RULE_NAME_PATTERN
+from qinglong.wire.notify import CHANNELS, EVENTS, HISTORY_MAX, RULE_NAME_PATTERN
 
 
 def _rule(text: str) -> str:
@@ -39,6 +40,12 @@ def _events(text: str) -> tuple[str, ...]:
     if not given or unknown:
         raise argparse.ArgumentTypeError(f"events are a comma-separated list of {', '.join(EVENTS)}")
     return tuple(dict.fromkeys(given))
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= HISTORY_MAX:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to {HISTORY_MAX}")
+    return int(text)
 
 
 def _when(ms: int | None) -> str:
@@ -120,11 +127,13 @@ def register(top: Commands) -> None:
                    help="comma-separated: " + ", ".join(EVENTS))  # fmt: skip
     p.add_argument("--channel", choices=CHANNELS, default="webhook", help="webhook (signed JSON POST, default) or "
                    "wecom (a WeCom group robot)")  # fmt: skip
-    p.add_argument("--url", help="the webhook's http(s) URL (webhook only; no credential in it)")
+    p.add_argument(
+        "--url", help="the webhook's http(s) URL (webhook only, and then required; default: none; no credential in it)"
+    )
     p.add_argument("--secret", type=_secret, required=True, metavar="NAME",
                    help="the Project secret that keys it: the webhook's HMAC key, the robot's key")  # fmt: skip
     p.add_argument("--template", help="wecom only: the message text, with {event} {project} {task} {run} {reason} "
-                   "{attempt} {worker} {at}")  # fmt: skip
+                   "{attempt} {worker} {at} (default: " + DEFAULT_TEMPLATE.replace("%", "%%") + ")")  # fmt: skip
     p.set_defaults(handler=add_rule)
     p = rule.add_parser("list", help="a project's rules (names of secrets, never a value)")
     api_options(p)
@@ -135,8 +144,10 @@ def register(top: Commands) -> None:
     p.set_defaults(handler=remove_rule)
     p = notify.add_parser("deliveries", help="the latest notifications, newest first, with their attempts")
     api_options(p)
-    p.add_argument("--rule", type=_rule, metavar="NAME", help="only this rule's (a removed one's too)")
-    p.add_argument("--limit", type=int, choices=range(1, 201), metavar="N", help="how many (1..200, default 50)")
+    p.add_argument(
+        "--rule", type=_rule, metavar="NAME", help="only this rule's (a removed one's too; default: every rule's)"
+    )
+    p.add_argument("--limit", type=_limit, metavar="N", help="how many (1..200, default 50)")
     p.set_defaults(handler=deliveries)
     p = notify.add_parser("serve", help="deliver notifications (a process of its own, logged in as ql_notify)")
     p.add_argument("--config", type=Path, required=True, help="TOML file (see qinglong.shell.notify)")
