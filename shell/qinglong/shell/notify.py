@@ -260,7 +260,7 @@ class Dispatcher:
 async def serve(config: NotifyConfig, config_path: Path | None = None) -> None:
     """Dispatch until SIGTERM or SIGINT (after the deliveries in flight); SIGHUP reloads the key files."""
     sealer = Sealer(config.kek, config.accepted_keks)
-    db = Database(config.dsn, max_size=min(4, config.concurrency + 1))
+    db = Database(config.dsn, max_size=min(4, config.concurrency + 1), application_name="qinglong-notify")
     await db.open()
     dispatcher = Dispatcher(config, db, sealer)
     loop = asyncio.get_running_loop()
