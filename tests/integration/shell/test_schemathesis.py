@@ -63,6 +63,10 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
         "PUT /api/v3/projects/{project}/secrets/{name}",
         "POST /api/v3/projects/{project}/secrets/{name}/deletion",
         "GET /api/v3/projects/{project}/secrets",
+        "PUT /api/v3/projects/{project}/notify-rules/{rule}",
+        "POST /api/v3/projects/{project}/notify-rules/{rule}/removal",
+        "GET /api/v3/projects/{project}/notify-rules",
+        "GET /api/v3/projects/{project}/notify-deliveries",
     }
 
     def seeded(case: Case[Any], use_task: bool) -> Case[Any]:
@@ -70,6 +74,9 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             case.body = {**case.body, "taskId": seed.task_p}
         if use_task and isinstance(case.body, dict) and "value" in case.body:
             case.body = {**case.body, "value": SECRET_VALUE}
+        if use_task and isinstance(case.body, dict) and "secretName" in case.body:  # a rule the database accepts
+            case.body = {"schema": case.body.get("schema"), "events": ["run.failed"], "channel": "webhook",
+                         "url": "https://hooks.example.com/h", "secretName": "HOOK_SEEDED"}  # fmt: skip
         return case
 
     headers = {  # the secrets' writes as an owner, the rest as the operator
@@ -82,6 +89,8 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             fixed += [{"project": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
         if "{name}" in operation.path:
             fixed += [{"project": seed.project_p, "name": "SEEDED"}, {"project": "project-p", "name": "SEEDED"}]
+        if "{rule}" in operation.path:
+            fixed += [{"project": seed.project_p, "rule": "seeded"}, {"project": "project-p", "rule": "seeded"}]
         strategies = [
             st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
                 lambda pair: seeded(*pair)
@@ -118,6 +127,9 @@ async def test_user_api_never_answers_5xx(pki: Pki, database: PgDatabase, shell:
         body = {"schema": "qinglong/secret@v1", "mutationId": "seeded", "value": SECRET_VALUE}
         path = f"/api/v3/projects/{seed.project_p}/secrets/SEEDED"
         assert (await user_call(http, shell, "PUT", path, token=owner.token, body=body)).status == 202
+        hook = f"/api/v3/projects/{seed.project_p}/secrets/HOOK_SEEDED"  # the secret the seeded rule names
+        hook_body = {**body, "mutationId": "seeded-hook"}
+        assert (await user_call(http, shell, "PUT", hook, token=owner.token, body=hook_body)).status == 202
     config = schemathesis.Config()
     schema = await asyncio.to_thread(
         schemathesis.openapi.from_url, shell.user_url + "/openapi.json", config=config, verify=str(pki.ca)
