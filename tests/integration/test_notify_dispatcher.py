@@ -4,7 +4,8 @@ delivers them to an aiohttp receiver on loopback that verifies every HMAC-SHA256
 their idempotency key. The dispatcher is SIGKILLed while requests are in flight and started again: every
 notification arrives, the interrupted ones again under the same key. The receiver is down (its port closed) while
 notifications fall due: each attempt is recorded (connect), the backoff is PostgreSQL's, and once it is back every
-notification arrives, none lost. The secret never reaches the dispatcher's log.
+notification arrives, none lost. On a cluster that logs every statement, the secret is in no statement, no row and
+no log.
 
 Touches: the test database, a loopback port, a temporary folder, the dispatcher processes it starts (stopped).
 """
@@ -12,12 +13,13 @@ Touches: the test database, a loopback port, a temporary folder, the dispatcher 
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from pathlib import Path
 
 import psycopg
 
-from tests.conftest import Database
+from tests.conftest import Database, PrivateCluster
 from tests.support.notify import DispatcherProcess, Receiver, fail_runs, outbox_ids, prepare, states
 
 
@@ -118,3 +120,47 @@ async def test_receiver_down_then_back_every_notification_arrives(database: Data
         if dispatcher is not None:
             dispatcher.stop()
         await receiver.stop()
+
+
+async def test_the_secret_reaches_no_statement_no_row_and_no_log(
+    private_cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    """On a cluster that logs every statement with its bind parameters: a rule is set, Runs fail, the dispatcher
+    signs and delivers; the key (and its hex and base64) is in no line of the PostgreSQL log, no row of schema ql
+    as text, and nor the dispatcher's log, while the receiver verified every signature with it."""
+    database = private_cluster.new_database()
+    offset = private_cluster.cluster.log_file.stat().st_size
+    receiver = Receiver(key=b"")
+    await receiver.start()
+    dispatcher: DispatcherProcess | None = None
+    try:
+        with psycopg.connect(database.dsn(), autocommit=True) as conn:
+            setup = prepare(conn, tmp_path, receiver.url)
+            receiver.key = setup.key
+            fail_runs(conn, database.runtime_dsn, setup, 3)
+        config = DispatcherProcess.write_config(tmp_path, database.dsn("ql_notify"), setup.kek_file, poll=0.2)
+        dispatcher = DispatcherProcess(config, tmp_path / "notify.log")
+        dispatcher.start()
+        await until(lambda: _delivered(database.dsn(), setup.project, 3), 30, "every notification delivered")
+        assert len(receiver.seen) == 3 and receiver.bad_signatures == 0
+        assert dispatcher.stop() == 0
+        with psycopg.connect(database.dsn(), autocommit=True) as conn:
+            rows = conn.execute(
+                "select string_agg(t::text, ' ') from (select r::text as t from ql.notify_rules r union all"
+                " select o::text from ql.notify_outbox o union all select d::text from ql.notify_deliveries d) x"
+            ).fetchone()
+        assert rows is not None and rows[0]
+        places = {
+            "postgresql log": private_cluster.cluster.log_file.read_bytes()[offset:],
+            "rows": rows[0].encode(),
+            "dispatcher log": (tmp_path / "notify.log").read_bytes(),
+        }
+        assert b"notify_claim_v1" in places["postgresql log"], "the log holds the dispatcher's statements"
+        forms = (setup.key, setup.key.hex().encode(), base64.b64encode(setup.key))
+        assert [name for name, text in places.items() if any(form in text for form in forms)] == []
+    finally:
+        if dispatcher is not None:
+            dispatcher.stop()
+        await receiver.stop()
+        with psycopg.connect(private_cluster.cluster.dsn(), autocommit=True) as conn:
+            conn.execute(f"drop database {database.name} with (force)")
