@@ -121,6 +121,10 @@ def system() -> Iterator[System]:
                 dsn, op.role_binding_set_v1, p_project_id=project, p_subject_id=subject, p_role=role, p_active=True
             )
         UserApi(demo.api_origin, tokens["owner"], demo.certs / "ca.crt").set_secret(project, "CONSOLE_SECRET", SECRET)
+        UserApi(demo.api_origin, tokens["operator"], demo.certs / "ca.crt").set_notify_rule(project, "ops", {
+            "events": ["run.failed", "run.timed_out"], "channel": "webhook",
+            "url": "https://hooks.example.com/qinglong", "secretName": "CONSOLE_SECRET",
+        })  # fmt: skip
         tasks = {name: demo.create_task(project, name, plan) for name, plan in TASKS.items()}
         flag = root / "flaky-tried"  # its first Attempt fails, its retry succeeds
         flaky = f"if [ -e {flag} ]; then echo second try; else touch {flag}; echo first try; exit 3; fi"
@@ -619,6 +623,28 @@ def test_the_workers_page_finds_the_offline_worker(system: System, browser: Chro
     online = browser.find_element(By.CSS_SELECTOR, "tr[data-worker='demo-worker']")
     assert online.find_element(By.CSS_SELECTOR, ".status").text == "online"
     assert browser.find_element(By.CSS_SELECTOR, "nav a[aria-current='page']").text == "Workers"
+
+
+def test_the_notifications_page_shows_rules_by_their_secret_s_name_only(system: System, browser: Chrome) -> None:
+    with psycopg.connect(system.demo.dsn, autocommit=True) as conn:  # one notification that failed once, as fixture
+        conn.execute(
+            "with o as (insert into ql.notify_outbox (rule_id, project_id, kind, payload, attempts, created_at_ms,"
+            " next_attempt_at_ms) select r.id, r.project_id, 'run.failed', '{}', 1, ql.now_ms(), ql.now_ms() + 2000"
+            " from ql.notify_rules r where r.name = 'ops' returning id)"
+            " insert into ql.notify_deliveries (outbox_id, attempt_no, ok, status_code, error, duration_ms, at_ms)"
+            " select id, 1, false, 503, 'http.status', 35, ql.now_ms() from o"
+        )
+    sign_in(browser, system, system.tokens["viewer"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.find_element(By.LINK_TEXT, "Notifications").click()
+    row = wait(browser, "the rule", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-rule='ops']"))
+    assert "run.failed, run.timed_out" in row.text and "https://hooks.example.com/qinglong" in row.text
+    assert "CONSOLE_SECRET" in row.text and SECRET.decode(errors="replace") not in browser.page_source
+    pending = browser.find_element(By.CSS_SELECTOR, "#notify-history tbody tr")
+    assert "run.failed" in pending.text and "503 http.status" in pending.text
+    assert pending.find_element(By.CSS_SELECTOR, ".status").text == "pending"
+    assert browser.title == "Notifications · Qinglong console"
+    assert browser.find_element(By.CSS_SELECTOR, "nav a[aria-current='page']").text == "Notifications"
 
 
 def test_the_runs_page_is_readable_at_360_px(system: System, browser: Chrome) -> None:
