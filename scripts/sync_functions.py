@@ -38,7 +38,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from qinglong.db import PROJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ROOT / "db" / "functions"
@@ -249,7 +248,7 @@ def frozen_tags(plan: str, scripts: Path) -> tuple[dict[str, list[str]], list[st
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="report drift instead of writing")
-    ap.add_argument("--project", type=Path, default=PROJECT, help="the sqitch project (default: the repository)")
+    ap.add_argument("--project", type=Path, default=ROOT, help="the sqitch project (default: this script's repository)")
     ap.add_argument("--functions", type=Path, default=FUNCTIONS, help="the function files (default: db/functions)")
     ap.add_argument("--schema", type=Path, default=SCHEMA, help="the schema scripts (default: db/schema)")
     args = ap.parse_args()

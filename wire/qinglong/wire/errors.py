@@ -116,6 +116,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "offset",
     "attempt",
     "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
+    "lease_ms",  # operators (a pool's Lease length: ql_api.pool_lease_set_v1)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {
