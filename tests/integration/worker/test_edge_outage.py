@@ -6,7 +6,7 @@ and a new one carries on).
 
 The suite's outage is 20 s under a 60 s Lease (and a 10 s session TTL). The full case of a home link, a 2-minute
 outage under a 5-minute Lease with the default session TTL, is the same test given parameters (about 3 minutes):
-QL_OUTAGE_S=120 QL_OUTAGE_LEASE_MS=300000 QL_OUTAGE_SESSION_TTL_MS=120000 pytest tests/integration/worker/test_edge_outage.py
+`QL_OUTAGE_S=120 QL_OUTAGE_LEASE_MS=300000 QL_OUTAGE_SESSION_TTL_MS=120000 pytest <this file>`.
 
 Touches: a fresh database, the in-process shell on TLS 1.3 loopback (its worker ingress stopped, then listening
 again on the same port), a `qinglong-worker run` process and its task (this process is their child subreaper).
@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from qinglong.wire.output import Stream
+from qinglong.worker.executor import Executor
 from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, only_record, poll, running
 
 pytestmark = pytest.mark.db
@@ -31,10 +33,8 @@ GLOBAL_LEASE_MS = 3000  # what every other pool gets: an outage of the suite's l
 STEP_S = 0.25  # the task prints a line to each stream every STEP_S
 
 
-def task_plan(lines: int) -> dict[str, object]:
-    script = (
-        f'i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; sleep {STEP_S}; done'
-    )
+def task_plan(lines: int, step_s: float = STEP_S) -> dict[str, object]:
+    script = f'i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; sleep {step_s}; done'
     return {"argv": ["sh", "-c", script], "maxAttempts": 1}
 
 
@@ -56,8 +56,8 @@ async def test_an_outage_shorter_than_the_pools_lease_keeps_the_task_and_its_out
         # The outage begins once the task runs, its Lease was renewed at the pool's length, and output arrived.
         await poll(lambda: b"out 2\n" in rig.output(run), within=30)
         granted = rig.one(
-            "select l.expires_at_ms - l.renewed_at_ms from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id"
-            " where a.run_id = %s",
+            "select l.expires_at_ms - l.renewed_at_ms from ql.run_leases l"
+            " join ql.run_attempts a on a.id = l.attempt_id where a.run_id = %s",
             (run,),
         )
         assert granted == LEASE_MS, "the renewal granted the pool's Lease, not the global one"
@@ -91,3 +91,81 @@ async def test_an_outage_shorter_than_the_pools_lease_keeps_the_task_and_its_out
     log = worker.output()
     assert "control_plane.lost" in log and "control_plane.regained" in log, log
     assert rig.state() == "completed"
+
+
+def stream_file(rig: Rig, stream: Stream) -> bytes:
+    """What the task wrote to a stream, from its file in the Worker's work folder."""
+    record = only_record(rig.journal_path)
+    assert record is not None and record.handle is not None
+    return Executor.output_path(record.handle, stream).read_bytes()
+
+
+async def outage_past_the_lease(rig: Rig, run: str) -> tuple[bytes, bytes, int]:
+    """The Worker (a process) loses the control plane until its local Lease expires and it stops the task; then
+    the database's Lease has expired too. What the task wrote to each stream, and what the database held then."""
+    await poll(lambda: b"out 3\n" in rig.output(run), within=30)
+    await rig.served.stop_worker_ingress()
+    await poll(lambda: rig.state() == "lease_lost_local_execution_stopped", within=20)
+    written = stream_file(rig, "stdout"), stream_file(rig, "stderr")
+    held = len(rig.output(run))
+    assert held < len(written[0]), "the task wrote more than the database held"
+    return written[0], written[1], held
+
+
+async def test_output_a_lost_lease_leaves_behind_is_said_lost_in_the_runs_history(rig: Rig) -> None:
+    rig.one("select ql_api.pool_lease_set_v1('default', 3000)")
+    run = rig.add_run(task_plan(400, 0.05))
+    config = rig.write_config(tick_seconds=0.5)
+    with child_subreaper():
+        worker = rig.start_worker_process(config)
+        out, err, held = await outage_past_the_lease(rig, run)
+        # The database's Lease expired as well; recovery marks the Attempt lost (no grace here).
+        expired = (
+            "select count(*) from ql.run_leases l join ql.run_attempts a on a.id = l.attempt_id"
+            " where a.run_id = %s and l.expires_at_ms < ql.now_ms()"
+        )
+        await poll(lambda: rig.one(expired, (run,)) == 1, within=10)
+        rig.one("select ql_api.lease_expiry_reconcile_v1(10, 0)")
+        assert rig.attempts(run)[0]["status"] == "lost"
+        await rig.served.resume_worker_ingress()
+
+        def lost_events() -> list[dict[str, object]]:
+            return [
+                dict(p)
+                for (p,) in rig.rows(
+                    "select payload from ql.run_events where run_id = %s and type = 'output.lost' order by sequence",
+                    (run,),
+                )
+            ]
+
+        await poll(lambda: len(lost_events()) == 2, within=30, every=0.2)
+        await asyncio.sleep(2)  # a few more ticks: nothing more is recorded
+        log = worker.output()
+    assert lost_events() == [
+        {"attemptNo": 1, "stream": "stdout", "writtenBytes": len(out), "storedBytes": held},
+        {"attemptNo": 1, "stream": "stderr", "writtenBytes": len(err), "storedBytes": len(rig.output(run, "stderr"))},
+    ]
+    assert rig.output(run) == out[:held], "what the database holds is the start of what the task wrote"
+    assert '"event": "output.lost"' in log, log
+    by_worker = "select count(*) from ql.run_events where run_id = %s and actor_kind = 'worker' and type = %s"
+    assert rig.one(by_worker, (run, "output.lost")) == 2
+
+
+async def test_output_a_lost_lease_leaves_behind_is_stored_while_the_database_takes_it(rig: Rig) -> None:
+    rig.one("select ql_api.pool_lease_set_v1('default', 3000)")
+    run = rig.add_run(task_plan(400, 0.05))
+    config = rig.write_config(tick_seconds=0.5)
+    with child_subreaper():
+        worker = rig.start_worker_process(config)
+        out, err, _ = await outage_past_the_lease(rig, run)
+        # The database's Lease still runs (as when a Worker stops at a local expiry that came early): it takes the rest.
+        rig.conn.execute(
+            "update ql.run_leases l set expires_at_ms = ql.now_ms() + 60000 from ql.run_attempts a"
+            " where a.id = l.attempt_id and a.run_id = %s",
+            (run,),
+        )
+        await rig.served.resume_worker_ingress()
+        await poll(lambda: rig.output(run) == out and rig.output(run, "stderr") == err, within=30, every=0.2)
+        await asyncio.sleep(2)
+        assert worker.popen.poll() is None, worker.output()
+    assert rig.one("select count(*) from ql.run_events where run_id = %s and type = 'output.lost'", (run,)) == 0

@@ -101,6 +101,8 @@ from qinglong.wire.output import (
     OUTPUT_SCHEMA,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     RunOutput,
     RunOutputQuery,
 )
@@ -220,6 +222,8 @@ __all__ = [
     "OfferResponse",
     "OutputAppendRequest",
     "OutputAppended",
+    "OutputLost",
+    "OutputLostRequest",
     "Plan",
     "ProjectList",
     "ProjectListQuery",

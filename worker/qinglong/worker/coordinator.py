@@ -43,6 +43,15 @@ Masker holds back up to its longest pattern less one byte, which could still bec
 output comes; the drain before the completion flushes it once the file is read up to the size it had when the
 drain began (a straggler's later bytes are then never shipped). A plan that names no secret (or values too
 short to mask) ships the raw stream and reads only the bytes it sends.
+Output a lost Lease leaves behind (decision 0028): when the local Lease expires and the task is stopped, the bytes
+each stream's file holds are kept in the journal's meta (`output_lost:<offer>`) before the record becomes lease-lost.
+Once a session is up again, `report_lost_output` (the lifecycle calls it each tick) sends what the database does not
+hold yet, as long as it takes it (its Lease may outlive the local one by the call's latency); when it refuses
+(fenced: the Lease expired, the Attempt is lost), or the bytes cannot be read or masked any more (a plan with secrets
+has its raw files removed at the end), it records the stream as lost in the Run's history (output_lost: an
+output.lost event with the bytes written and the bytes stored) and logs output.lost. Nothing is dropped without a
+word: a stream is either all in the database or said to be lost there (or, when even that is refused, in the log).
+
 The values: the ones the Processor spawned with (SecretValues, memory only); after a Worker restart they are
 had again before any output is shipped by replaying the starting ACK (after the running ACK, so the replay can
 only answer already_running, never start or end anything). An answer that lacks one (the secret was deleted
@@ -54,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -67,6 +77,7 @@ from qinglong.wire import (
     LeaseControlResponse,
     OutputAppended,
     OutputAppendRequest,
+    OutputLostRequest,
 )
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
@@ -83,7 +94,7 @@ from qinglong.worker.delivery import UNMASKABLE, SecretValues, missing
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
-from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
+from qinglong.worker.journal import LEASE_LOST, TERMINAL_STATES, Journal, Record, State
 from qinglong.worker.masking import MIN_MASKED_BYTES, Masker
 from qinglong.worker.retention import kill_at
 
@@ -94,6 +105,9 @@ DRAIN_STALLS: Final = 3  # drains in a row that got no byte through: the complet
 MASK_READ_BYTES: Final = 4 * 2**20  # raw bytes one append call reads and masks at most (about 0.03-0.2 s)
 _READ_STEP: Final = 2**20
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
+LOST_OUTPUT: Final = "output_lost:"  # journal meta: a lease-lost record's streams not yet all stored or said lost
+LOST_PAGE: Final = 4  # lease-lost records whose output one tick handles at most
+LOST_CHUNKS: Final = 8  # appends per stream one tick sends for them at most
 
 
 @dataclass(frozen=True)
@@ -278,6 +292,10 @@ class Coordinator:
 
     async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
         outcome = await self._controller.stop(handle)
+        # What each stream holds now, kept before the record ends: report_lost_output ships or reports it later.
+        written = {stream: self._executor.output_size(handle, stream) for stream in STREAMS}
+        if any(written.values()):
+            self._journal.set_meta(LOST_OUTPUT + record.offer_id, json.dumps(written))
         state: State = (
             "lease_lost_local_execution_unverified" if outcome == "unverified" else "lease_lost_local_execution_stopped"
         )
@@ -497,6 +515,73 @@ class Coordinator:
             except ClientError:
                 return True
         return True
+
+    async def report_lost_output(self, session: Session) -> None:
+        """For up to LOST_PAGE lease-lost records with output not yet stored nor said lost: per stream, send what
+        the database still takes (at most LOST_CHUNKS appends a tick), else record it lost (output_lost). Without
+        an answer it tries again next tick; a record done with both streams leaves the meta."""
+        for key, value in self._journal.meta_page(LOST_OUTPUT, LOST_PAGE):
+            offer_id = key[len(LOST_OUTPUT) :]
+            record = self._journal.get(offer_id)
+            if record is None or record.state not in LEASE_LOST:
+                self._journal.set_meta(key, None)  # not (or no longer) a lost Lease's record
+                continue
+            written: dict[Stream, int] = json.loads(value)
+            try:
+                left = await self._lost_streams(record, session, written)
+            except (TransportError, Unauthenticated):
+                continue  # no answer: next tick
+            if left:
+                self._journal.set_meta(key, json.dumps(left))
+            else:
+                self._journal.set_meta(key, None)
+                self._cursors.pop(offer_id, None)
+
+    async def _lost_streams(self, record: Record, session: Session, written: dict[Stream, int]) -> dict[Stream, int]:
+        """Ship or report each stream of `written`; the streams left for the next tick. Raises TransportError or
+        Unauthenticated (nothing decided)."""
+        inbox = Inbox.from_data(record.data)
+        assert inbox.handle is not None
+        handle = ProcessHandle.from_dict(inbox.handle)
+        try:
+            values = await self._masking(inbox, session)
+        except (TransportError, Unauthenticated):
+            raise
+        except ClientError:
+            values = None  # the Attempt ended: its values cannot be had again, so none of its output may leave
+        left: dict[Stream, int] = {}
+        for stream, size in written.items():
+            shipped = False
+            if values is not None and self._executor.output_size(handle, stream) >= size:
+                try:
+                    for _ in range(LOST_CHUNKS):
+                        if not await self._append(inbox, handle, session, stream, size, None, values, final=True):
+                            shipped = True  # nothing more to send: the database holds the stream
+                            break
+                    else:
+                        left[stream] = size  # more next tick
+                        continue
+                except (TransportError, Unauthenticated):
+                    raise
+                except ClientError:
+                    pass  # refused: the database no longer takes it
+            if not shipped:
+                await self._report_lost(inbox, session, stream, size)
+        return left
+
+    async def _report_lost(self, inbox: Inbox, session: Session, stream: Stream, size: int) -> None:
+        run_id = inbox.offer.offer.run_id
+        body = OutputLostRequest(**inbox.fence(session.generation), stream=stream, written_bytes=size)
+        try:
+            answer = await self._client.output_lost(session, inbox.offer_id, body)
+        except (TransportError, Unauthenticated):
+            raise
+        except ClientError as refused:  # even that is refused: the log is where it is said
+            emit(log, logging.WARNING, "output.lost_unrecorded", run_id=run_id, stream=stream, written_bytes=size,
+                 reason=str(refused))  # fmt: skip
+            return
+        emit(log, logging.WARNING, "output.lost", run_id=run_id, stream=stream, written_bytes=answer.written_bytes,
+             stored_bytes=answer.stored_bytes)  # fmt: skip
 
     def _stalled(self, offer_id: str, moved: bool) -> bool:
         """A drain ended without an answer: whether the completion goes anyway (DRAIN_STALLS in a row moved

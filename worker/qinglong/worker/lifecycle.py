@@ -252,6 +252,10 @@ class Lifecycle:
                 stop_fact = True
         self._cursor = page[-1].seq if len(page) == self._page_size else None
         self.events.append("supervise")
+        if self._session is not None and not backing_off:
+            assert self._coordinator is not None
+            # Output that lost Leases left behind: shipped while the database takes it, else said to be lost there.
+            await self._coordinator.report_lost_output(self._session)
         if self._sweeper is not None:
             await asyncio.to_thread(self._sweeper.sweep)
         if self.disk is not None and not await asyncio.to_thread(self.disk.check):
