@@ -38,7 +38,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ROOT / "db" / "functions"
 SCHEMA = ROOT / "db" / "schema"

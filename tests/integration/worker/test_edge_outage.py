@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,8 +73,12 @@ async def test_an_outage_shorter_than_the_pools_lease_keeps_the_task_and_its_out
         assert running(handle.pid, handle.start_time), "the task did not survive an outage shorter than its Lease"
         assert rig.run_status(run) == "running"
         assert rig.output(run).count(b"\n") == held_before, "nothing can have arrived during the outage"
+        version = rig.lease_version(run)
         await rig.served.resume_worker_ingress()
         outage_s = time.monotonic() - outage_began
+        # Its session expired meanwhile: the first renewal refused for it reopens the session at once, and the next
+        # tick renews, whatever the backoff of its session calls had grown to during the outage.
+        await poll(lambda: rig.lease_version(run) > version, within=5)
 
         await poll(lambda: rig.run_status(run) in ENDED_RUN, within=lines * STEP_S + 30, every=0.2)
         assert await worker.wait(0) is None, worker.output()
@@ -100,6 +105,13 @@ def stream_file(rig: Rig, stream: Stream) -> bytes:
     return Executor.output_path(record.handle, stream).read_bytes()
 
 
+def short_lease_run(rig: Rig) -> tuple[str, Path]:
+    """A 3 s Lease for the pool (its Worker stops the task 3 s into an outage), a task printing to both streams every
+    50 ms for 20 s, and the Worker's config (ticks of 0.5 s)."""
+    rig.one("select ql_api.pool_lease_set_v1('default', 3000)")
+    return rig.add_run(task_plan(400, 0.05)), rig.write_config(tick_seconds=0.5)
+
+
 async def outage_past_the_lease(rig: Rig, run: str) -> tuple[bytes, bytes, int]:
     """The Worker (a process) loses the control plane until its local Lease expires and it stops the task; then
     the database's Lease has expired too. What the task wrote to each stream, and what the database held then."""
@@ -113,9 +125,7 @@ async def outage_past_the_lease(rig: Rig, run: str) -> tuple[bytes, bytes, int]:
 
 
 async def test_output_a_lost_lease_leaves_behind_is_said_lost_in_the_runs_history(rig: Rig) -> None:
-    rig.one("select ql_api.pool_lease_set_v1('default', 3000)")
-    run = rig.add_run(task_plan(400, 0.05))
-    config = rig.write_config(tick_seconds=0.5)
+    run, config = short_lease_run(rig)
     with child_subreaper():
         worker = rig.start_worker_process(config)
         out, err, held = await outage_past_the_lease(rig, run)
@@ -152,9 +162,7 @@ async def test_output_a_lost_lease_leaves_behind_is_said_lost_in_the_runs_histor
 
 
 async def test_output_a_lost_lease_leaves_behind_is_stored_while_the_database_takes_it(rig: Rig) -> None:
-    rig.one("select ql_api.pool_lease_set_v1('default', 3000)")
-    run = rig.add_run(task_plan(400, 0.05))
-    config = rig.write_config(tick_seconds=0.5)
+    run, config = short_lease_run(rig)
     with child_subreaper():
         worker = rig.start_worker_process(config)
         out, err, _ = await outage_past_the_lease(rig, run)

@@ -244,6 +244,9 @@ class Coordinator:
         self._inflight: dict[str, asyncio.Task[Record | None]] = {}
         self._cursors: dict[str, dict[Stream, Cursor]] = {}  # per offer, per stream: where it stands
         self._stalls: dict[str, int] = {}  # per offer: drains in a row that ended without moving a stream on
+        # A lease-control call was refused for its session (expired, replaced: the control plane answered): the
+        # lifecycle reopens the session at once instead of after its backoff, which may outlast the Lease left.
+        self.session_refused = False
 
     async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
         """Reconcile one record; concurrent calls for the same offer share one run."""
@@ -361,7 +364,8 @@ class Coordinator:
     async def _lease_control(self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session) -> Record:
         try:
             answer, renewed = await renew(self._client, session, inbox)
-        except (TransportError, Unauthenticated):
+        except (TransportError, Unauthenticated) as failed:
+            self.session_refused = self.session_refused or isinstance(failed, Unauthenticated)
             if inbox.expired_locally():  # the call outlived the Lease: stop now, not a tick later
                 return await self._stop_lease_lost(record, inbox, handle)
             return record  # the local expiry decides if the control plane stays unreachable
