@@ -33,7 +33,8 @@ select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
   array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_complete_v1', 'attempt_lease_control_v1',
-        'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'project_view_v1', 'project_workers_v1', 'request_admission_v1',
+        'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1', 'project_view_v1', 'project_workers_v1',
+        'request_admission_v1',
         'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
         'run_timeline_v1', 'secret_delete_v1', 'secret_list_v1', 'secret_rewrap_page_v1', 'secret_rewrap_v1',
         'secret_set_v1', 'storage_health_v1', 'subject_admission_v1', 'subject_projects_v1', 'task_list_v1',
