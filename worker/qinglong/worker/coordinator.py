@@ -211,6 +211,20 @@ class Cursor:
         self.shipped = Shipped(answer.next_offset, answer.head_bytes, answer.tail_bytes)
         self._trim()
 
+    def holds_all(self, size: int) -> bool:
+        """The database acknowledged every byte of a stream whose file holds `size` raw bytes (but the ones skipped
+        to keep only its tail): nothing of it is held back unmasked, pending or unread."""
+        if self.shipped is None:
+            return False
+        if self.masker is None:
+            return self.shipped.next_offset >= size
+        return (
+            self.raw_read >= size
+            and self.masker.held == 0
+            and not self.pending
+            and self.shipped.next_offset >= self.masked_size
+        )
+
 
 async def renew(client: IngressClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
     """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
@@ -295,9 +309,16 @@ class Coordinator:
 
     async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
         outcome = await self._controller.stop(handle)
-        # What each stream holds now, kept before the record ends: report_lost_output ships or reports it later.
-        written = {stream: self._executor.output_size(handle, stream) for stream in STREAMS}
-        if any(written.values()):
+        # What each stream holds now that the database may not, kept before the record ends: report_lost_output
+        # ships or reports it later. A stream the database acknowledged in full is not kept.
+        cursors = self._cursors.get(record.offer_id, {})
+        written = {
+            stream: size
+            for stream in STREAMS
+            if (size := self._executor.output_size(handle, stream))
+            and not ((cursor := cursors.get(stream)) is not None and cursor.holds_all(size))
+        }
+        if written:
             self._journal.set_meta(LOST_OUTPUT + record.offer_id, json.dumps(written))
         state: State = (
             "lease_lost_local_execution_unverified" if outcome == "unverified" else "lease_lost_local_execution_stopped"
