@@ -353,11 +353,11 @@ def examples() -> dict[type[Message], Message]:
                 ),
                 TimelineEvent(
                     sequence=2,
-                    type="attempt.claimed",
+                    type="attempt.starting",
                     actor_kind="worker",
                     attempt_id=ATTEMPT,
                     occurred_at_ms=T0 + 1,
-                    payload='{"attemptNo":1,"offerExpiresAtMs":' + str(T0 + 30_000) + "}",
+                    payload='{"attemptNo":1,"deadlineAtMs":' + str(T0 + 3_600_000) + "}",
                 ),
             ),
             truncated=False,

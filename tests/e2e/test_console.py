@@ -278,7 +278,7 @@ def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, bro
     assert "null" not in text(browser, "main").splitlines()  # nothing absent is drawn as a word
     events = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#timeline-table tbody tr")]
     assert "run.queued user" in events[0] and "run.succeeded worker" in events[-1], events
-    assert "attempt.running worker" in "\n".join(events)
+    assert "attempt.starting worker" in "\n".join(events)
     stamp = browser.find_element(By.CSS_SELECTOR, "#run-facts time")
     utc = str(stamp.get_attribute("title"))
     assert utc.endswith(" UTC") and stamp.text not in utc  # the browser's zone on the page, UTC on hover

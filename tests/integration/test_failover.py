@@ -387,7 +387,7 @@ def test_cancellation_and_convergence_survive_promotion(
         w = build_world(primary)
         pre = read_state(primary, w)
         report(f"pre-scenario (primary): {pre.figures()}")
-        assert [e.type for e in pre.events] == ["run.queued", "attempt.claimed"]
+        assert [e.type for e in pre.events] == ["run.queued"]  # the claim is on the Attempt row
         assert (pre.status, pre.attempt_status, pre.cancel_requested_at_ms) == ("queued", "claimed", None)
 
         # -- (a) user cancellation; the backend dies right after the confirmed COMMIT ----------------

@@ -237,8 +237,7 @@ class BundleAttacks:
             out = b"".join(base64.b64decode(c["data"]) for c in page["chunks"] if c["stream"] == "stdout")
             self.found.honest_output_ok += out == expected
         ((claimed, starting),) = self.sql(
-            "select min(e.occurred_at_ms) filter (where e.type = 'attempt.claimed'), min(e.occurred_at_ms)"
-            " filter (where e.type = 'attempt.starting') from ql.run_events e where e.run_id = %s",
+            "select min(a.claimed_at_ms), min(a.started_at_ms) from ql.run_attempts a where a.run_id = %s",
             (first,),
         )
         size = self.sql("select size_bytes from ql.bundles order by size_bytes desc limit 1")[0][0]

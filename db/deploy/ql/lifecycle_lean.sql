@@ -7,10 +7,10 @@
 --   update: it wrote every index of ql.runs. A claimed Run stays `queued` until its starting ACK, so the offer
 --   indexes now hold it meanwhile; the pull skips it by its row (at most the claims in flight, each for the
 --   seconds before its starting ACK).
--- * The Run history keys of ql_api.run_list_v1 go from four to three: a page filtered by task but not by status
---   merges one range of the task-and-status index per status (a Merge Append that reads what it returns).
---   Every write of a Run's status wrote all four. runs_history_idx stays: the unfiltered page and
---   ql_api.retention_maintain_v1's per-Project probe of old Runs read it.
+-- * The Run history keys of ql_api.run_list_v1 go from four to two: a page not filtered by status merges one range
+--   per status of the status index (with a task filter, of the task-and-status index): a Merge Append that reads
+--   what it returns. Every write of a Run's status wrote all four. ql_api.retention_maintain_v1's per-Project
+--   probe of old Runs reads the status index's ranges too (docs/decisions/0029).
 -- The DROPs come first: each takes ql.runs' ACCESS EXCLUSIVE lock before a CREATE INDEX takes its SHARE lock (no
 -- lock upgrade, no deadlock with live traffic).
 begin;
@@ -20,6 +20,7 @@ drop index ql.runs_offerable_idx;
 drop index ql.runs_retry_offerable_idx;
 drop index ql.runs_cancel_pending_idx;
 drop index ql.runs_history_task_idx;
+drop index ql.runs_history_idx;
 
 create index runs_offerable_idx on ql.runs (pool, queued_at_ms, id)
   where status = 'queued' and cancel_requested_at_ms is null;
@@ -36,6 +37,9 @@ comment on index ql.runs_cancel_pending_idx is
 'Candidates of ql_api.run_cancellation_converge_v1, oldest intent first (Runs no Attempt holds in a first pass).';
 comment on index ql.runs_history_task_status_idx is
 'ql_api.run_list_v1 filtered by task: a status''s range, or (merged over the statuses) the task''s whole history';
+comment on index ql.runs_history_status_idx is
+'ql_api.run_list_v1 filtered by status, or (merged over the statuses) a Project''s whole history; the old-Run probe '
+'of ql_api.retention_maintain_v1';
 comment on table ql.run_attempts is
 'One try of a Run on one Worker. version bumps with every change of the Attempt; a Lease renewal bumps the Lease''s '
 'version only.';

@@ -36,9 +36,11 @@ as $$
 -- length every renewal grants: ql.lease_ttl_ms, the plan's, the pool's or the global one; the offer lasts the
 -- shorter of offer_ttl_ms and that length, so a pool of short Leases also gives up a dead Worker's offers soon,
 -- decision 0028); the Run stays
--- queued until the starting ACK. The claim is one write of the Run (current Attempt, count and the
--- attempt.claimed event's sequence), a HOT update: no index of ql.runs names those columns (ql/lifecycle_lean),
--- so a claimed Run stays in ql.runs_offerable_idx until its starting ACK and later pulls skip it by its row.
+-- queued until the starting ACK. The claim writes no event: the Attempt row is its record (worker, offer,
+-- claimed_at_ms, offer expiry; docs/decisions/0029), and the Run's version, which counts its events, stays.
+-- It is one write of the Run (its current Attempt and count), a HOT update: no index of ql.runs names those
+-- columns (ql/lifecycle_lean), so a claimed Run stays in ql.runs_offerable_idx until its starting ACK and later
+-- pulls skip it by its row.
 -- The shell makes the raw token and passes only its digest; the token never reaches the database.
 -- offeredAtMs is the database time of this answer: the Worker's first local Lease expiry is its
 -- pull's send instant + leaseExpiresAtMs - offeredAtMs (never later than the database's).
@@ -59,7 +61,6 @@ declare
   v_signature jsonb;
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
-  v_sequence bigint;
   v_fence jsonb;
   v_ttl bigint;
 begin
@@ -133,15 +134,8 @@ begin
     values (v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_attempt.offer_expires_at_ms, v_ttl)
     returning * into v_lease;
     update ql.runs r
-       set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no,
-           version = r.version + 1, event_sequence = r.event_sequence + 1
-     where r.id = v_run.id
-    returning r.event_sequence into v_sequence;
-    perform ql.run_event_insert(
-      v_run.id, v_sequence, v_run.created_at_ms, 'attempt.claimed', 'worker', p_worker_id, v_attempt.id,
-      jsonb_build_object('attemptNo', v_attempt.attempt_no, 'workerId', p_worker_id,
-                         'offerId', v_attempt.offer_id, 'offerExpiresAtMs', v_attempt.offer_expires_at_ms),
-      v_now, 'attempt.claimed:' || v_attempt.id::text);
+       set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no
+     where r.id = v_run.id;
   end if;
 
   select t.plan_json, t.plan_signature into strict v_plan, v_signature

@@ -14,7 +14,7 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 -- The Run's current projection and its first 256 events in sequence order (a Run has a handful:
--- queued, claimed, starting, running, renewals write none, the ending pair; retries add a few).
+-- queued, starting, the ending pair; claims, running ACKs and renewals write none; retries add a few).
 -- A Run of another Project and a missing Run are the same not_found.
 declare
   v_run ql.runs;

@@ -31,7 +31,8 @@ as $$
 --   to that ACK, and to every replayed starting ACK of a starting|running Attempt, carries `secrets` when it has
 --   any: the sealed versions it received (ql.attempt_secret_delivery), which the shell opens for the Worker; no
 --   other answer does.
--- running: the process exists. start_failure: the process could not be started; the Attempt ends
+-- running: the process exists; the Attempt records it (running_at_ms) and the Run is not written: no event
+--   (docs/decisions/0029). start_failure: the process could not be started; the Attempt ends
 --   failed (or cancelled/timed_out under a cancel intent) through ql.attempt_end.
 -- Replays answer already_starting | already_running | already_terminal with the exact snapshot;
 -- an ACK out of order or after the Lease expired is fenced, and changes nothing.
@@ -120,9 +121,6 @@ begin
        set status = 'running', version = a.version + 1, callback_sequence = a.callback_sequence + 1,
            running_at_ms = f.now_ms
      where a.id = p_attempt_id;
-    perform ql.run_event(p_run_id, null, 'attempt.running', 'worker', p_worker_id, p_attempt_id,
-                         jsonb_build_object('attemptNo', v_attempt.attempt_no),
-                         f.now_ms, 'attempt.running:' || p_attempt_id::text);
   elsif p_phase = 'start_failure' and v_attempt.status in ('claimed', 'starting') then
     perform ql.attempt_end(v_run, v_attempt, null, p_error_code, null, 'worker', p_worker_id, f.now_ms);
   else

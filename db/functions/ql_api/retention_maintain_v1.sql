@@ -16,8 +16,9 @@ as $$
 --   them all). That is decided before any lock, by index: no new event lands in a partition that ended before the
 --   cutoff (events are stamped with database time) and a pruned Run never comes back, so the answer can only go
 --   from kept to not kept. Only Runs created before the partition's upper bound plus a day can have an event in it
---   (ql.run_event_insert's bound), found per Project (ql.runs_project_idx), each probed in the partition's primary
---   key: the cost is the old kept Runs, never a scan of the partition.
+--   (ql.run_event_insert's bound), found per Project and status (ql.run_statuses, then a range of
+--   ql.runs_history_status_idx each), each probed in the partition's primary key: the cost is a few descents a
+--   Project and the old kept Runs, never a scan of the partition or of a Project's history.
 -- NULL retention keeps that table's partitions. Rows leave only this way: run_events and security_audit refuse
 -- UPDATE, DELETE and TRUNCATE for every role.
 -- The DROP takes ACCESS EXCLUSIVE on the parent, so writers of the table queue behind it while it waits: it waits at
@@ -48,7 +49,8 @@ begin
       and (v_run_days is null or v_part.upper_ms > v_now - v_run_days::bigint * 86400000);
     if v_part.parent = 'ql.run_events'::regclass then
       execute pg_catalog.format(
-        'select exists (select from ql.projects p where exists (select from ql.runs r where r.project_id = p.id '
+        'select exists (select from ql.projects p cross join unnest(ql.run_statuses(p.id)) st (status) '
+        'where exists (select from ql.runs r where r.project_id = p.id and r.status = st.status '
         'and r.created_at_ms < $1 and exists (select from %s e where e.run_id = r.id)))', v_part.part)
         using v_part.upper_ms + 86400000 into v_kept;
       continue when v_kept;

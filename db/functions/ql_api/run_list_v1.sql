@@ -21,10 +21,10 @@ as $$
 -- later page, and no Run is skipped or repeated. The cursor is opaque to the client: base64url (no
 -- padding) of the last row's created_at_ms (8 bytes, big-endian) and id (16 bytes), 32 characters;
 -- nextCursor is null on the last page. A page holds p_limit (1..100, NULL = 50) Runs.
--- Each page is index range scans (ql/run_history_indexes, ql/lifecycle_lean): no filter, runs_history_idx; a
--- status filter, the status index (with the task, the task-and-status one); a task filter alone, the task's
--- statuses are found first (a skip scan, one index descent each) and their ranges of the task-and-status index
--- merged newest first (a Merge Append, each range read only as far as the page needs). The statement is built
+-- Each page is index range scans (ql/run_history_indexes, ql/lifecycle_lean): a status filter, the status index
+-- (with the task, the task-and-status one); no status filter, the statuses the Project (or the task) has are
+-- found first (ql.run_statuses: a skip scan, one index descent each) and their ranges of the same index merged newest first (a
+-- Merge Append, each range read only as far as the page needs). The statement is built
 -- from fixed fragments for the filters given (values travel as parameters, never as text; the statuses found are
 -- literals of the domain), so each call is planned with its own filters. Another Project's Runs are never read.
 -- Per Run: its task's name, its attempt count, startedAtMs (the first Attempt's starting ACK),
@@ -38,7 +38,7 @@ declare
   v_ids uuid[];
   v_last ql.runs;
   v_where text;
-  v_statuses text[];
+  v_statuses ql.run_status[];
 begin
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
   if v_limit not between 1 and 100 then return ql.outcome('invalid', 'limit'); end if;
@@ -59,16 +59,8 @@ begin
     if v_after_ms not between 0 and ql.max_safe_integer() then return ql.outcome('invalid', 'cursor'); end if;
   end if;
 
-  if p_task_id is not null and v_status is null then
-    execute 'with recursive s (status) as ('
-      || '(select r.status from ql.runs r where r.project_id = $1 and r.task_id = $2 order by r.status limit 1)'
-      || ' union all select (select r.status from ql.runs r where r.project_id = $1 and r.task_id = $2'
-      || ' and r.status > s.status order by r.status limit 1) from s where s.status is not null)'
-      || ' select array(select s.status from s where s.status is not null)'
-      into v_statuses using p_project_id, p_task_id;
-  else
-    v_statuses := array[v_status];  -- one range: of the status, or (NULL) of every status
-  end if;
+  v_statuses := case when v_status is null then ql.run_statuses(p_project_id, p_task_id)  -- one range per status
+                     else array[v_status] end;
   v_where := ' where r.project_id = $1'
     || case when p_task_id is not null then ' and r.task_id = $2' else '' end
     || case when p_since_ms is not null then ' and r.created_at_ms >= $3' else '' end

@@ -16,6 +16,9 @@ create index runs_cancel_pending_idx on ql.runs ((current_attempt_id is not null
     and status in ('created', 'queued', 'waiting_approval', 'retry_wait', 'lost');
 create index runs_history_task_idx on ql.runs (project_id, task_id, created_at_ms, id);
 comment on index ql.runs_history_task_idx is 'ql_api.run_list_v1 filtered by task';
+create index runs_history_idx on ql.runs (project_id, created_at_ms, id);
+comment on index ql.runs_history_idx is 'ql_api.run_list_v1 without a task or status filter';
+comment on index ql.runs_history_status_idx is 'ql_api.run_list_v1 filtered by status';
 comment on index ql.runs_history_task_status_idx is 'ql_api.run_list_v1 filtered by task and status';
 comment on table ql.run_attempts is
 'One try of a Run on one Worker. version bumps with every change, including each Lease renewal.';

@@ -366,7 +366,7 @@ select results_eq(format($$select e.sequence, e.type, e.actor_kind::text, e.acto
 select ok(pg_temp.stream_ok(:'t_r'), 'timeout intent: the event stream is contiguous and runs.version = 1 + event count');
 select ok(:'t_res'::jsonb::text !~ :'d_hex' and :'t_res'::jsonb::text !~ 'token-a' and :'t_res'::jsonb::text !~ :'tok_hex',
   'timeout intent: the answer never carries the token or its digest');
-select results_eq(format($$select e.type, e.actor_kind::text from ql.run_events e where e.run_id = %L and e.sequence > 4
+select results_eq(format($$select e.type, e.actor_kind::text from ql.run_events e where e.run_id = %L and e.sequence > 2
                             order by e.sequence$$, :'t_r'),
   $$values ('run.cancel_requested'::text, 'system'::text), ('attempt.timed_out', 'worker'), ('run.timed_out', 'worker')$$,
   'timeout intent: run.cancel_requested by the system, then attempt.timed_out and run.timed_out');

@@ -56,7 +56,7 @@ select pg_temp.lease(:'a_w', :'a_s', :'a_o', 1) as res \gset
 reset role;
 select ql.now_ms() as t1 \gset
 select is(:'res'::jsonb ->> 'status', 'renewed', 'a live claimed Attempt is renewed');
-select is(pg_temp.versions(:'a_a'), '(2,1,3,2)', 'renewal moves the Lease version from 1 to 2 and leaves the Attempt and the Run alone');
+select is(pg_temp.versions(:'a_a'), '(2,1,2,1)', 'renewal moves the Lease version from 1 to 2 and leaves the Attempt and the Run alone');
 select ok((:'res'::jsonb ->> 'renewedAtMs')::bigint between :t0 and :t1, 'the claimed renewal is stamped with database time');
 
 -- Renewal of a running Attempt: exact projection from database time.
@@ -70,8 +70,8 @@ set local role ql_runtime;
 select pg_temp.lease(:'a_w', :'a_s', :'a_o', 2) as res \gset
 reset role;
 select ql.now_ms() as t1 \gset
-select is(:'v_before'::text, '(2,3,5,4)', 'before the running renewal: Lease version 2, Attempt version 3 after two ACKs');
-select is(pg_temp.versions(:'a_a'), '(3,3,5,4)', 'a running renewal bumps the Lease version by one and writes no Attempt or Run change');
+select is(:'v_before'::text, '(2,3,3,2)', 'before the running renewal: Lease version 2, Attempt version 3 after two ACKs');
+select is(pg_temp.versions(:'a_a'), '(3,3,3,2)', 'a running renewal bumps the Lease version by one and writes no Attempt or Run change');
 select is((select count(*) from ql.run_events e where e.run_id = :'a_r'), :'events_before'::bigint,
   'a renewal without intent appends no event');
 select ok((:'res'::jsonb ->> 'renewedAtMs')::bigint between :t0 and :t1,
@@ -394,8 +394,8 @@ set local role ql_runtime;
 select pg_temp.lease(:'g_w', :'g_s', :'g_o', 1) as res \gset
 reset role;
 select ql.now_ms() as t1 \gset
-select is(:'v_before'::text, '(1,3,6,5)', 'before: Lease version 1, Attempt version 3, Run version 6 after the user intent');
-select is(pg_temp.versions(:'g_a'), '(2,3,6,5)', 'an existing intent still renews: Lease version +1, the Attempt and the Run untouched');
+select is(:'v_before'::text, '(1,3,4,3)', 'before: Lease version 1, Attempt version 3, Run version 4 after the user intent');
+select is(pg_temp.versions(:'g_a'), '(2,3,4,3)', 'an existing intent still renews: Lease version +1, the Attempt and the Run untouched');
 select is(:'res'::jsonb,
   (select jsonb_build_object('status', 'stop_requested', 'leaseVersion', 2, 'renewedAtMs', l.renewed_at_ms,
                              'expiresAtMs', l.expires_at_ms, 'deadlineAtMs', a.deadline_at_ms,

@@ -208,19 +208,14 @@ select results_eq(
 select results_eq(
   format('select r.status::text, r.current_attempt_id, r.attempt_count, r.version, r.event_sequence
             from ql.runs r where r.id = %L', :'r_old'),
-  format('values (%L::text, %L::uuid, 1, 3::bigint, 2::bigint)', 'queued', :'a1'),
-  'the Run stays queued, held by the Attempt, attempt_count 1, version and sequence bumped once');
+  format('values (%L::text, %L::uuid, 1, 2::bigint, 1::bigint)', 'queued', :'a1'),
+  'the Run stays queued, held by the Attempt, attempt_count 1, its version and sequence unchanged (no event)');
 select results_eq(
   format('select e.sequence, e.type, e.actor_kind::text, e.actor_id, e.attempt_id, e.payload, e.dedupe_key
             from ql.run_events e where e.run_id = %L order by e.sequence', :'r_old'),
-  format('values (1::bigint, %L::text, %L::text, null::uuid, null::uuid, %L::jsonb, %L::text),
-                 (2::bigint, %L::text, %L::text, %L::uuid, %L::uuid, %L::jsonb, %L::text)',
-         'run.queued', 'system', '{}', 'run.queued:' || :'r_old',
-         'attempt.claimed', 'worker', :'w', :'a1',
-         jsonb_build_object('attemptNo', 1, 'workerId', :'w', 'offerId', :'offer1',
-                            'offerExpiresAtMs', (:'o1'::jsonb ->> 'offerExpiresAtMs')::bigint),
-         'attempt.claimed:' || :'a1'),
-  'one attempt.claimed event by the worker follows run.queued, contiguously');
+  format('values (1::bigint, %L::text, %L::text, null::uuid, null::uuid, %L::jsonb, %L::text)',
+         'run.queued', 'system', '{}', 'run.queued:' || :'r_old'),
+  'the claim writes no event: the Run''s stream is still its run.queued (the Attempt row records the claim)');
 select ok(:'pull1' !~ encode(:'tok'::bytea, 'hex') and :'pull1' !~ 'token-a',
   'the offer answer carries neither the token nor its digest');
 select ok(not exists (select 1 from ql.run_events e where e.payload::text ~ encode(:'tok'::bytea, 'hex')),
@@ -389,19 +384,15 @@ select is(array[:'rt_p2'::jsonb ->> 'runId', :'rt_p2'::jsonb ->> 'attemptNo', :'
 select results_eq(
   format($$select e.sequence, e.type, e.actor_kind::text, e.payload from ql.run_events e
             where e.run_id = %L and e.sequence > %s order by e.sequence$$, :'rt_run', :rt_seq),
-  format($$values (%s::bigint, 'run.requeued'::text, 'system'::text, '{"attemptCount": 1}'::jsonb),
-                  (%s::bigint, 'attempt.claimed', 'worker', %L::jsonb)$$,
-         :rt_seq + 1, :rt_seq + 2,
-         jsonb_build_object('attemptNo', 2, 'workerId', :'rt_w', 'offerId', :'rt_p2'::jsonb ->> 'offerId',
-                            'offerExpiresAtMs', (:'rt_p2'::jsonb ->> 'offerExpiresAtMs')::bigint)),
-  'the pull wrote run.requeued (actor system, the Attempts spent) and then attempt.claimed, at contiguous sequences');
+  format($$values (%s::bigint, 'run.requeued'::text, 'system'::text, '{"attemptCount": 1}'::jsonb)$$, :rt_seq + 1),
+  'the pull wrote run.requeued (actor system, the Attempts spent) at the next sequence, and no claim event');
 select results_eq(
   format($$select r.status::text, r.retry_at_ms::bigint, r.queued_at_ms = e.occurred_at_ms, r.version, r.attempt_count,
                   r.current_attempt_id = (%L::jsonb ->> 'attemptId')::uuid
              from ql.runs r join ql.run_events e on e.run_id = r.id and e.type = 'run.requeued' where r.id = %L$$,
          :'rt_p2', :'rt_run'),
-  format($$values ('queued'::text, null::bigint, true, %s::bigint, 2, true)$$, :rt_version + 2),
-  'the Run is queued and claimed: retry time cleared, queued at the requeue''s database time, two versions more');
+  format($$values ('queued'::text, null::bigint, true, %s::bigint, 2, true)$$, :rt_version + 1),
+  'the Run is queued and claimed: retry time cleared, queued at the requeue''s database time, one version more');
 select ok(pg_temp.stream_ok(:'rt_run'), 'the retried Run''s stream stays contiguous with its version');
 set local role ql_runtime;
 select is(ql_api.offer_pull_v1(:'rt_w', :'rt_s', 1, pg_temp.digest('token-t3')) -> 'offer' ->> 'runId', :'rt_after',

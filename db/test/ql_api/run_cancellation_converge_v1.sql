@@ -104,11 +104,11 @@ select pg_temp.run_row(:'s1_r') as s1_claimed \gset
 select ql.run_cancel_intent(:'s1_r', 'user', 'user', null, ql.now_ms()) as s1_seq \gset
 select r.cancel_requested_at_ms as s1_at, r.version as s1_version from ql.runs r where r.id = :'s1_r' \gset
 select pg_temp.age_attempt(:'s1_o', 31000);   -- the offer Lease (30 s) expired a second ago
-select is(:'s1_claimed'::text, format('(queued,3,2,%s,,f)', :'s1_a'),
-  'setup: queued Run at version 3 / sequence 2 (run.queued, attempt.claimed) holding its claimed Attempt');
-select ok(:s1_seq = 3 and :s1_version = 4
+select is(:'s1_claimed'::text, format('(queued,2,1,%s,,f)', :'s1_a'),
+  'setup: queued Run at version 2 / sequence 1 (run.queued; the claim writes no event) holding its claimed Attempt');
+select ok(:s1_seq = 2 and :s1_version = 3
           and (select l.expires_at_ms < ql.now_ms() from ql.run_leases l where l.attempt_id = :'s1_a'),
-  'setup: the user intent is event 3 (Run version 4), and the claim''s Lease has expired');
+  'setup: the user intent is event 2 (Run version 3), and the claim''s Lease has expired');
 
 select ql.now_ms() as t0 \gset
 set local role ql_scheduler;
@@ -117,39 +117,38 @@ reset role;
 select ql.now_ms() as t1 \gset
 select is(:'res'::jsonb, pg_temp.page(1, jsonb_build_array(:'s1_r'), '[]'),
   'queued + expired claim with an intent: scanned 1, converged 1, its id reported');
-select is(pg_temp.run_row(:'s1_r'), '(cancelled,6,5,,user,t)',
-  'the Run is cancelled at version 6 = 4 + 2 and event sequence 5, holds no Attempt, and has ended');
+select is(pg_temp.run_row(:'s1_r'), '(cancelled,5,4,,user,t)',
+  'the Run is cancelled at version 5 = 3 + 2 and event sequence 4, holds no Attempt, and has ended');
 select results_eq(format($$select a.status::text, a.version, a.ended_at_ms is not null from ql.run_attempts a where a.id = %L$$, :'s1_a'),
   $$values ('cancelled'::text, 2::bigint, true)$$,
   'the claimed Attempt is cancelled (version +1) and has ended');
 select results_eq(format($$select e.sequence, e.type, e.actor_kind::text, e.actor_id, e.attempt_id, e.payload
-                            from ql.run_events e where e.run_id = %L and e.sequence > 3 order by e.sequence$$, :'s1_r'),
-  format($$values (4::bigint, 'attempt.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"attemptNo": 1}'::jsonb),
-                  (5::bigint, 'run.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"status": "cancelled"}'::jsonb)$$, :'s1_a'),
-  'two reconciler events, attempt.cancelled then run.cancelled, at the next contiguous sequences 4 and 5');
+                            from ql.run_events e where e.run_id = %L and e.sequence > 2 order by e.sequence$$, :'s1_r'),
+  format($$values (3::bigint, 'attempt.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"attemptNo": 1}'::jsonb),
+                  (4::bigint, 'run.cancelled'::text, 'reconciler'::text, null::uuid, %1$L::uuid, '{"status": "cancelled"}'::jsonb)$$, :'s1_a'),
+  'two reconciler events, attempt.cancelled then run.cancelled, at the next contiguous sequences 3 and 4');
 -- decision 0000 (ADR-0118 evidence 11) names the sequence run.cancel_requested → attempt.cancelled → run.cancelled with the Run
 -- at version 4 / event sequence 3: there the stream begins at the intent. This fixture's Run also carries
--- run.queued (1, from the enqueue) and attempt.claimed (2, from the pull), so the same three events are
--- sequences 3..5 and the Run ends at version 6 = 1 + 5 events, event sequence 5.
+-- run.queued (1, from the enqueue; the pull's claim writes no event), so the same three events are
+-- sequences 2..4 and the Run ends at version 5 = 1 + 4 events, event sequence 4.
 select results_eq(format($$select e.sequence, e.type from ql.run_events e where e.run_id = %L order by e.sequence$$, :'s1_r'),
-  $$values (1::bigint, 'run.queued'::text), (2, 'attempt.claimed'), (3, 'run.cancel_requested'), (4, 'attempt.cancelled'),
-           (5, 'run.cancelled')$$,
-  'the full stream: run.queued, attempt.claimed, then evidence 11''s run.cancel_requested → attempt.cancelled → run.cancelled, contiguous');
+  $$values (1::bigint, 'run.queued'::text), (2, 'run.cancel_requested'), (3, 'attempt.cancelled'), (4, 'run.cancelled')$$,
+  'the full stream: run.queued, then evidence 11''s run.cancel_requested → attempt.cancelled → run.cancelled, contiguous');
 select ok(pg_temp.stream_ok(:'s1_r'), 'the stream is contiguous from 1 and every event bumped the version once');
 select ok((select count(distinct e.occurred_at_ms) = 1 and min(e.occurred_at_ms) between :t0 and :t1
                   and min(e.occurred_at_ms) = (select r.ended_at_ms from ql.runs r where r.id = :'s1_r')
                   and min(e.occurred_at_ms) = (select a.ended_at_ms from ql.run_attempts a where a.id = :'s1_a')
-             from ql.run_events e where e.run_id = :'s1_r' and e.sequence in (4, 5)),
+             from ql.run_events e where e.run_id = :'s1_r' and e.sequence in (3, 4)),
   'both events, the Attempt''s and the Run''s end share one database time read during the pass');
-select results_eq(format($$select e.event_id from ql.run_events e where e.run_id = %L and e.sequence in (4, 5) order by e.sequence$$, :'s1_r'),
+select results_eq(format($$select e.event_id from ql.run_events e where e.run_id = %L and e.sequence in (3, 4) order by e.sequence$$, :'s1_r'),
   format($$values (ql.stable_event_id('ql.converge.attempt', %1$L, %2$L, %3$s)), (ql.stable_event_id('ql.converge.run', %1$L, %2$L, %3$s))$$,
          :'s1_r', :'s1_a', :s1_at),
   'the event ids are ql.stable_event_id over (ql.converge.attempt | ql.converge.run, Run, Attempt, cancel_requested_at_ms)');
-select results_eq(format($$select e.event_id from ql.run_events e where e.run_id = %L and e.sequence in (4, 5) order by e.sequence$$, :'s1_r'),
+select results_eq(format($$select e.event_id from ql.run_events e where e.run_id = %L and e.sequence in (3, 4) order by e.sequence$$, :'s1_r'),
   format($$values (pg_temp.sha_id('ql.converge.attempt', %1$L, %2$L, %3$s)), (pg_temp.sha_id('ql.converge.run', %1$L, %2$L, %3$s))$$,
          :'s1_r', :'s1_a', :s1_at),
   'computed independently: the first 128 bits of SHA-256 over domain|run|attempt|cancel time');
-select results_eq(format($$select e.dedupe_key from ql.run_events e where e.run_id = %L and e.sequence in (4, 5) order by e.sequence$$, :'s1_r'),
+select results_eq(format($$select e.dedupe_key from ql.run_events e where e.run_id = %L and e.sequence in (3, 4) order by e.sequence$$, :'s1_r'),
   format($$values ('attempt.ended:' || %1$L), ('run.after_attempt:' || %1$L)$$, :'s1_a'),
   'the dedupe keys name the ended Attempt, so no second end of it can be written');
 
@@ -180,12 +179,12 @@ set local role ql_scheduler;
 select ql_api.run_cancellation_converge_v1(10) as res \gset
 reset role;
 select is(:'res'::jsonb, pg_temp.page(1, jsonb_build_array(:'s2_r'), '[]'), 'a timeout intent over an expired claim converges');
-select is(pg_temp.run_row(:'s2_r'), '(timed_out,6,5,,timeout,t)', 'the Run is timed_out at version 6 = 4 + 2, sequence 5');
+select is(pg_temp.run_row(:'s2_r'), '(timed_out,5,4,,timeout,t)', 'the Run is timed_out at version 5 = 3 + 2, sequence 4');
 select is((select a.status::text from ql.run_attempts a where a.id = :'s2_a'), 'timed_out', 'the Attempt is timed_out');
 select results_eq(format($$select e.sequence, e.type, e.actor_kind::text, e.event_id from ql.run_events e
-                            where e.run_id = %L and e.sequence > 3 order by e.sequence$$, :'s2_r'),
-  format($$values (4::bigint, 'attempt.timed_out'::text, 'reconciler'::text, pg_temp.sha_id('ql.converge.attempt', %1$L, %2$L, %3$s)),
-                  (5::bigint, 'run.timed_out'::text, 'reconciler'::text, pg_temp.sha_id('ql.converge.run', %1$L, %2$L, %3$s))$$,
+                            where e.run_id = %L and e.sequence > 2 order by e.sequence$$, :'s2_r'),
+  format($$values (3::bigint, 'attempt.timed_out'::text, 'reconciler'::text, pg_temp.sha_id('ql.converge.attempt', %1$L, %2$L, %3$s)),
+                  (4::bigint, 'run.timed_out'::text, 'reconciler'::text, pg_temp.sha_id('ql.converge.run', %1$L, %2$L, %3$s))$$,
          :'s2_r', :'s2_a', :s2_at),
   'attempt.timed_out then run.timed_out by the reconciler, with their stable ids');
 

@@ -92,18 +92,18 @@ select is(array(select k from jsonb_object_keys(:'tl'::jsonb -> 'run') k order b
 select is(:'tl'::jsonb -> 'run', pg_temp.projection(:'r1'), 'the run projection equals the stored Run, field by field');
 select is(:'tl'::jsonb -> 'run',
   (select jsonb_build_object('runId', :'r1'::uuid, 'projectId', :'p'::uuid, 'taskId', t.task_id,
-     'taskRevisionId', :'rev'::uuid, 'status', 'running', 'version', 5, 'eventSequence', 4, 'attemptCount', 1,
+     'taskRevisionId', :'rev'::uuid, 'status', 'running', 'version', 3, 'eventSequence', 2, 'attemptCount', 1,
      'cancelRequestedAtMs', null, 'cancelReason', null, 'createdAtMs', r.created_at_ms, 'endedAtMs', null)
      from ql.task_execution_revisions t, ql.runs r where t.id = :'rev' and r.id = :'r1'),
-  'the running Run: its ids, status running, version 5 after 4 events, one attempt, no cancel intent, not ended');
+  'the running Run: its ids, status running, version 3 after 2 events (queued, starting), one attempt, no cancel intent, not ended');
 select is(jsonb_typeof(:'tl'::jsonb -> 'run' -> 'cancelRequestedAtMs') || ' ' || jsonb_typeof(:'tl'::jsonb -> 'run' -> 'endedAtMs'),
   'null null', 'absent times are JSON null, not missing keys');
 select is(:'tl'::jsonb -> 'truncated', 'false'::jsonb, 'a Run of a handful of events is not truncated');
 
 select is((select count(*)::int from jsonb_array_elements(:'tl'::jsonb -> 'events') e
             where array(select k from jsonb_object_keys(e) k order by k)
-                  = array['actorKind', 'attemptId', 'occurredAtMs', 'payload', 'sequence', 'type']), 4,
-  'each of the 4 events has exactly sequence, type, actorKind, attemptId, occurredAtMs and payload');
+                  = array['actorKind', 'attemptId', 'occurredAtMs', 'payload', 'sequence', 'type']), 2,
+  'each of the 2 events has exactly sequence, type, actorKind, attemptId, occurredAtMs and payload');
 select results_eq(
   format($$select x.n::bigint, (x.e ->> 'sequence')::bigint, x.e ->> 'type', x.e ->> 'actorKind',
                   (x.e ->> 'attemptId')::uuid, (x.e ->> 'occurredAtMs')::bigint, x.e ->> 'payload'
@@ -116,7 +116,7 @@ select is(array(select e ->> 'type' from jsonb_array_elements(:'tl'::jsonb -> 'e
   (select array_agg(e.type order by e.sequence) from ql.run_events e where e.run_id = :'r1'),
   'the event types read in the order they happened');
 select is(array(select jsonb_typeof(e -> 'payload') from jsonb_array_elements(:'tl'::jsonb -> 'events') e),
-  array['string', 'string', 'string', 'string'], 'every payload is a JSON string (canonical text), not an object');
+  array['string', 'string'], 'every payload is a JSON string (canonical text), not an object');
 select is((:'tl'::jsonb -> 'events' -> 1 ->> 'attemptId')::uuid, (:'o'::jsonb ->> 'attemptId')::uuid,
   'the claim event names the Attempt that was offered');
 select is(:'tl'::jsonb -> 'events' -> 0 -> 'attemptId', 'null'::jsonb, 'the queued event names no Attempt (JSON null)');
@@ -217,9 +217,9 @@ set local role ql_runtime;
 select pg_temp.timeline(:'p', :'r1') as tl_after \gset
 reset role;
 select is(array[jsonb_array_length(:'tl_after'::jsonb -> 'events')::text, :'tl_after'::jsonb -> 'run' ->> 'version',
-                :'tl_after'::jsonb -> 'events' -> 4 ->> 'type'], array['5', '6', 'run.noted'],
+                :'tl_after'::jsonb -> 'events' -> 2 ->> 'type'], array['3', '4', 'run.noted'],
   'an event appended later is the next element, and the projection''s version moves with it');
-select is(:'tl_after'::jsonb -> 'events' -> 4 ->> 'payload', '{"i": 1, "note": "bulk"}',
+select is(:'tl_after'::jsonb -> 'events' -> 2 ->> 'payload', '{"i": 1, "note": "bulk"}',
   'the appended event''s payload reads back as its canonical text');
 
 select * from finish();

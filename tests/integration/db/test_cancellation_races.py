@@ -62,7 +62,7 @@ ATTEMPT_ENDS = {
     "attempt.lost",
     "attempt.abandoned",
 }
-STARTED = ["run.queued", "attempt.claimed", "attempt.starting", "attempt.running"]
+STARTED = ["run.queued", "attempt.starting"]
 
 T = TypeVar("T")
 

@@ -42,14 +42,8 @@ PAGE = 128
 MAX_PAGES_PER_CONVERGER = 200  # bounds the loop; the whole work is about 45 pages
 
 PLAIN_STREAM = ["run.queued", "run.cancel_requested", "run.cancelled"]
-EXPIRED_STREAM = [
-    "run.queued",
-    "attempt.claimed",
-    "run.cancel_requested",
-    "attempt.cancelled",
-    "run.cancelled",
-]
-HELD_STREAM = ["run.queued", "attempt.claimed", "run.cancel_requested"]
+EXPIRED_STREAM = ["run.queued", "run.cancel_requested", "attempt.cancelled", "run.cancelled"]
+HELD_STREAM = ["run.queued", "run.cancel_requested"]
 
 
 @dataclass(frozen=True)

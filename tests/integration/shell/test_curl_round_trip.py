@@ -42,6 +42,6 @@ async def test_the_readme_curl_round_trip_completes_a_run(
     with psycopg.connect(database.dsn()) as conn:
         row = conn.execute(
             "select count(*) filter (where status = 'succeeded'),"
-            " (select count(*) from ql.run_events where type = 'attempt.running') from ql.runs"
+            " (select count(*) from ql.run_attempts where running_at_ms is not null) from ql.runs"
         ).fetchone()
     assert row == (1, 1)
