@@ -57,6 +57,8 @@ from qinglong.wire import (
     OfferPullRequest,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     Plan,
     ProjectList,
     ProjectView,
@@ -397,6 +399,8 @@ def examples() -> dict[type[Message], Message]:
         ),
         OutputAppendRequest(**_fence(), stream="stdout", offset=0, data=LOG),
         OutputAppended(stream="stdout", next_offset=len(LOG), head_bytes=524_288, tail_bytes=524_288),
+        OutputLostRequest(**_fence(), stream="stdout", written_bytes=4096),
+        OutputLost(status="recorded", stream="stdout", written_bytes=4096, stored_bytes=len(LOG)),
         BundleChunkRequest(**_fence(), digest=BUNDLE, index=0),
         BundleChunk(digest=BUNDLE, index=0, chunk_count=1, size_bytes=len(LOG), data=LOG),
         RunOutput(

@@ -103,6 +103,16 @@ def worker_status_set_v1(*, p_worker: str, p_active: bool) -> None:
 
 
 @Operator
+def pool_list_v1() -> None:
+    """Every pool a Worker or a setting names, with its Lease length."""
+
+
+@Operator
+def pool_lease_set_v1(*, p_pool: str, p_lease_ms: int | None) -> None:
+    """Set (or, with None, clear) a pool's Lease length."""
+
+
+@Operator
 def task_create_v1(
     *, p_project_id: str, p_name: str, p_plan: Mapping[str, Any], p_plan_signature: Mapping[str, Any] | None
 ) -> None:

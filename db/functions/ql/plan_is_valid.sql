@@ -13,10 +13,11 @@ parallel safe
 -- ([A-Za-z_][A-Za-z0-9_]{0,127}, none also in env) to secret names ([A-Z_][A-Z0-9_]{0,63}); secretFiles: object
 -- of 1..16 relative paths (segments of [A-Za-z0-9._-], not . or .., at most 255 chars) to secret names
 -- (docs/decisions/0015-secrets.md); at most 16 distinct secret names in all; bundle: the SHA-256 of an archive of
--- scripts, 64 lowercase hex (optional; task_create_v1 requires it stored, ql.bundles). No other keys.
+-- scripts, 64 lowercase hex (optional; task_create_v1 requires it stored, ql.bundles); leaseMs: integer
+-- 1000..3600000, the Lease length of the task's Attempts (optional; else its pool's, ql.lease_ttl_ms). No other keys.
 return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
   and (select coalesce(pg_catalog.bool_and(k in ('argv', 'env', 'timeoutMs', 'maxAttempts', 'retryBackoffMs', 'pool', 'cwd', 'user',
-                                              'group', 'secretEnv', 'secretFiles', 'bundle')), true)
+                                              'group', 'secretEnv', 'secretFiles', 'bundle', 'leaseMs')), true)
        from pg_catalog.jsonb_object_keys(p_plan) as k)
   and pg_catalog.jsonb_typeof(p_plan -> 'argv') = 'array'
   and pg_catalog.jsonb_array_length(p_plan -> 'argv') between 1 and 256
@@ -30,6 +31,10 @@ return coalesce(pg_catalog.jsonb_typeof(p_plan) = 'object'
         pg_catalog.jsonb_typeof(p_plan -> 'timeoutMs') = 'number'
         and (p_plan ->> 'timeoutMs') ~ '^[0-9]{1,10}$'
         and (p_plan ->> 'timeoutMs')::bigint between 1 and 2147483647))
+  and (not p_plan ? 'leaseMs' or (
+        pg_catalog.jsonb_typeof(p_plan -> 'leaseMs') = 'number'
+        and (p_plan ->> 'leaseMs') ~ '^[0-9]{1,7}$'
+        and (p_plan ->> 'leaseMs')::bigint between 1000 and 3600000))
   and (not p_plan ? 'maxAttempts' or (
         pg_catalog.jsonb_typeof(p_plan -> 'maxAttempts') = 'number'
         and (p_plan ->> 'maxAttempts') ~ '^[0-9]{1,3}$'

@@ -20,7 +20,9 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 -- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease version +1 and a new
--- expiry from database time (the Attempt's own version stays: decision 0020). Then, in the same transaction:
+-- expiry from database time: now + the Lease's own length (ttl_ms, resolved by the pull from the plan, the pool or
+-- the global setting: decision 0028; ql.settings.lease_ttl_ms for a Lease without one). The Attempt's own version
+-- stays: decision 0020. Then, in the same transaction:
 --   an existing cancel intent            → stop_requested with its reason (the renewal gives the
 --                                          Worker time to stop and complete);
 --   the pinned deadline passed, no intent → write the timeout intent (cancel_requested_at_ms,
@@ -60,7 +62,7 @@ begin
   v_now := ql.now_ms();
   with renewed as (
     update ql.run_leases l
-       set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
+       set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + coalesce(l.ttl_ms, st.lease_ttl_ms)
       from ql.run_attempts a, ql.runs r, ql.worker_sessions s, ql.settings st
      where l.attempt_id = p_attempt_id and l.lease_generation = p_lease_generation
        and l.token_digest = p_token_digest and l.version = p_expected_version and l.expires_at_ms > v_now
@@ -100,7 +102,7 @@ begin
     if v_lease.expires_at_ms <= v_now then return ql.outcome('fenced', 'lease_expired'); end if;
     if v_lease.version = p_expected_version then   -- else the replay: answer the stored renewal
       update ql.run_leases l
-         set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + st.lease_ttl_ms
+         set version = l.version + 1, renewed_at_ms = v_now, expires_at_ms = v_now + coalesce(l.ttl_ms, st.lease_ttl_ms)
         from ql.settings st
        where l.attempt_id = p_attempt_id
       returning l.* into v_lease;

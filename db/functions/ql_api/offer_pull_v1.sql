@@ -26,7 +26,10 @@ as $$
 -- makes for a due retry no pull took first. A retry that loses to an older queued Run stays locked
 -- until this transaction ends (a concurrent pull skips it meanwhile) and is otherwise untouched.
 -- Creates the Attempt (claimed; the offer is its columns: offer id, session, expiry, pull id) and its Lease
--- (generation = attempt number, version 1, the token's SHA-256 only, expiry = offer expiry); the Run stays
+-- (generation = attempt number, version 1, the token's SHA-256 only, expiry = offer expiry, and ttl_ms = the Lease
+-- length every renewal grants: ql.lease_ttl_ms, the plan's, the pool's or the global one; the offer lasts the
+-- shorter of offer_ttl_ms and that length, so a pool of short Leases also gives up a dead Worker's offers soon,
+-- decision 0028); the Run stays
 -- queued until the starting ACK. The claim writes no event: the Attempt row is its record (worker, offer,
 -- claimed_at_ms, offer expiry; docs/decisions/0029), and the Run's version, which counts its events, stays.
 -- It is one write of the Run (its current Attempt and count), a HOT update: no index of ql.runs names those
@@ -53,6 +56,7 @@ declare
   v_attempt ql.run_attempts;
   v_lease ql.run_leases;
   v_fence jsonb;
+  v_ttl bigint;
 begin
   if p_worker_id is null then return ql.outcome('invalid', 'worker_id'); end if;
   if p_session_id is null then return ql.outcome('invalid', 'session_id'); end if;
@@ -113,14 +117,15 @@ begin
 
     v_now := ql.now_ms();
 
+    v_ttl := ql.lease_ttl_ms(v_run.pool, v_run.task_revision_id);
     insert into ql.run_attempts (run_id, attempt_no, status, worker_id, worker_generation, offer_id, claimed_at_ms,
                                  session_id, offer_expires_at_ms, pull_id)
     select v_run.id, v_run.attempt_count + 1, 'claimed', p_worker_id, p_worker_generation, gen_random_uuid(), v_now,
-           p_session_id, v_now + st.offer_ttl_ms, p_pull_id
+           p_session_id, v_now + least(st.offer_ttl_ms, v_ttl), p_pull_id
       from ql.settings st
     returning * into v_attempt;
-    insert into ql.run_leases (attempt_id, lease_generation, token_digest, renewed_at_ms, expires_at_ms)
-    values (v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_attempt.offer_expires_at_ms)
+    insert into ql.run_leases (attempt_id, lease_generation, token_digest, renewed_at_ms, expires_at_ms, ttl_ms)
+    values (v_attempt.id, v_attempt.attempt_no, p_token_digest, v_now, v_attempt.offer_expires_at_ms, v_ttl)
     returning * into v_lease;
     update ql.runs r
        set current_attempt_id = v_attempt.id, attempt_count = v_attempt.attempt_no

@@ -50,6 +50,8 @@ from qinglong.wire import (
     OfferPullRequest,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     ProjectList,
     ProjectListQuery,
     ProjectView,
@@ -308,6 +310,10 @@ def _output(c: Call, b: OutputAppendRequest) -> Args:
     return {**_fence(c, b, c.match["offerId"]), "p_stream": b.stream, "p_offset": b.offset, "p_data": b.data}
 
 
+def _output_lost(c: Call, b: OutputLostRequest) -> Args:
+    return {**_fence(c, b, c.match["offerId"]), "p_stream": b.stream, "p_written_bytes": b.written_bytes}
+
+
 def _bundle_chunk(c: Call, b: BundleChunkRequest) -> Args:
     return {**_fence(c, b, c.match["offerId"]), "p_digest": b.digest, "p_index": b.index}
 
@@ -552,6 +558,10 @@ ROUTES: Final = (
     RouteOf(
         "worker.output", "POST", paths.OUTPUT, "worker",
         _const(OutputAppendRequest), "output_append_v1", _output, OutputAppended,
+    ),
+    RouteOf(
+        "worker.output_lost", "POST", paths.OUTPUT_LOST, "worker",
+        _const(OutputLostRequest), "output_lost_v1", _output_lost, OutputLost,
     ),
     RouteOf(
         "worker.bundle_chunks", "POST", paths.BUNDLE_CHUNKS, "worker",

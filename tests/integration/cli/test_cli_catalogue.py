@@ -1,8 +1,8 @@
-"""The catalogue commands (`worker list|disable|enable`, `project list`, `subject list|disable|enable`,
-`task list|show|disable|enable`, `role set|revoke`) run as an operator runs them, as child processes against a fresh
-database: a table by default and the same fields with --json, names wherever an id is asked for, a
-disabled Worker fenced at once (its session closed) and a disabled subject refused by the user API's
-admission. Every refusal is one line on stderr, exit 2 (and changes nothing) or 3 for an unreachable
+"""The catalogue commands (`worker list|disable|enable`, `pool list|lease`, `project list`,
+`subject list|disable|enable`, `task list|show|disable|enable`, `role set|revoke`) run as an operator runs them,
+as child processes against a fresh database: a table by default and the same fields with --json, names wherever
+an id is asked for, a disabled Worker fenced at once (its session closed) and a disabled subject refused by the
+user API's admission. Every refusal is one line on stderr, exit 2 (and changes nothing) or 3 for an unreachable
 database. The helpers are test_cli's.
 
 Touches: the session cluster (a fresh database per test), child processes.
@@ -239,3 +239,37 @@ def test_subject_list_disable_and_roles_by_name(database: Database, tmp_path: Pa
 )
 def test_an_unreachable_database_is_one_line_and_exit_3(args: tuple[str, ...]) -> None:
     refused(cli(*args, "--dsn", UNREACHABLE_DSN), 3, "database unreachable")
+
+
+@db
+def test_pool_lease_set_list_and_clear_and_out_of_range_refused(database: Database) -> None:
+    dsn = database.dsn()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        worker = make_worker(conn)
+        conn.execute("update ql.workers set pool = 'edge' where id = %s", (worker,))
+    before = ql_text(dsn)
+    # Out of range: refused by the CLI's own check, before the database (which checks it again: pgTAP).
+    for ms, said in (
+        ("999", "a Lease length is 1000 to 3600000 ms, not 999"),
+        ("3600001", "a Lease length is 1000 to 3600000 ms, not 3600001"),
+        ("5m", "not a number of ms: 5m"),
+    ):
+        out = cli("pool", "lease", "--dsn", dsn, "edge", ms)
+        assert out.code == 2 and out.stdout == "" and said in out.stderr and "Traceback" not in out.stderr, out
+    refused(cli("pool", "lease", "--dsn", dsn, "Edge", "60000"), 2, "invalid (pool)")
+    refused(cli("pool", "lease", "--dsn", dsn, "edge"), 2, "--default")
+    assert ql_text(dsn) == before, "the refusals change nothing"
+
+    done(
+        cli("pool", "lease", "--dsn", dsn, "edge", "300000"),
+        r"pool edge: Lease 300000 ms \(its own\); Attempts claimed from now on get it, running ones keep theirs\n",
+    )
+    listed = as_json("pool", "list", "--dsn", dsn)
+    assert listed["defaultLeaseMs"] == 30000
+    assert listed["pools"] == [{"pool": "edge", "leaseMs": 300000, "poolOwn": True, "workers": 1, "liveRuns": 0}]
+    table = cli("pool", "list", "--dsn", dsn)
+    assert table.code == 0 and table.stdout.splitlines()[1].split() == ["edge", "300000", "pool", "1", "0"], table
+    assert as_json("pool", "lease", "--dsn", dsn, "edge", "--default") == {
+        "status": "cleared", "pool": "edge", "leaseMs": 30000, "poolOwn": False, "changed": True,
+    }  # fmt: skip
+    assert sql(dsn, "select count(*) from ql.pool_settings") == 0

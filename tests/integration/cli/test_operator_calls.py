@@ -40,7 +40,7 @@ def mismatch(conn: psycopg.Connection[Any], operator: Operator[...]) -> str | No
 
 @pytest.mark.db
 def test_every_operator_call_names_exactly_its_routine_s_parameters(database: Database) -> None:
-    assert len(OPERATORS) == 20 and op.converge in OPERATORS  # every stub, the procedure too
+    assert len(OPERATORS) == 22 and op.converge in OPERATORS  # every stub, the procedure too
     with psycopg.connect(database.dsn()) as conn:
         wrong = [m for o in OPERATORS if (m := mismatch(conn, o))]
     assert not wrong, "\n".join(wrong)

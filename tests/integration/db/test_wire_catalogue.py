@@ -72,6 +72,7 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
         argv=("sh", "-c", "true"),
         env={"A": "1"},
         timeout_ms=1000,
+        lease_ms=300_000,
         max_attempts=3,
         retry_backoff_ms=0,
         pool="default",
@@ -97,3 +98,4 @@ def test_the_wire_s_full_plan_is_a_valid_plan_and_nothing_more_is(conn: psycopg.
     assert not valid({**full, "secretFiles": {"../api.key": "API_KEY"}})
     assert not valid({**full, "secretEnv": {"PGPASSWORD": "db_password"}})
     assert not valid({**full, "bundle": "0123456789ABCDEF" * 4})  # a digest in lowercase hex only
+    assert not valid({**full, "leaseMs": 999})  # a Lease length is 1000..3600000 ms, as the wire has it

@@ -360,8 +360,7 @@ class Served:
             transport.abort()  # the database committed; the answer never arrives
         return response
 
-    async def start(self) -> None:
-        await self.db.open()
+    def _worker_app(self) -> web.Application:
         worker_app = make_app("worker", self.db, ql3w.Keyring(self.secret), **self.worker_app_options)
 
         @web.middleware
@@ -369,18 +368,23 @@ class Served:
             return await self._observe(request, handler)
 
         worker_app.middlewares.append(observe)
-        user_app = make_app("user", self.db)
+        return worker_app
+
+    async def _listen(self, name: str, app: web.Application, port: int) -> int:
         pki = self.pki
+        client_ca = pki.ca if name == "worker" else None
+        runner = web.AppRunner(app, shutdown_timeout=2.0)
+        await runner.setup()
+        self._runners[name] = runner
+        ctx = server_context(pki.server.certificate, pki.server.key, client_ca=client_ca)
+        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=ctx).start()
+        return int(runner.addresses[0][1])
+
+    async def start(self) -> None:
+        await self.db.open()
         ports: dict[str, int] = {}
-        for name, app, ctx in (
-            ("worker", worker_app, server_context(pki.server.certificate, pki.server.key, client_ca=pki.ca)),
-            ("user", user_app, server_context(pki.server.certificate, pki.server.key)),
-        ):
-            runner = web.AppRunner(app, shutdown_timeout=2.0)
-            await runner.setup()
-            self._runners[name] = runner
-            await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx).start()
-            ports[name] = int(runner.addresses[0][1])
+        for name, app in (("worker", self._worker_app()), ("user", make_app("user", self.db))):
+            ports[name] = await self._listen(name, app, 0)
         self.shell = Shell(
             worker_url=f"https://127.0.0.1:{ports['worker']}",
             user_url=f"https://127.0.0.1:{ports['user']}",
@@ -396,6 +400,12 @@ class Served:
         runner = self._runners.pop("worker", None)
         if runner is not None:
             await runner.cleanup()
+
+    async def resume_worker_ingress(self) -> None:
+        """The control plane is reachable again: the worker ingress listens on its port once more (the same shell
+        secret, so the Worker's sessions, and the database's, are what decides)."""
+        assert self.shell is not None and "worker" not in self._runners
+        await self._listen("worker", self._worker_app(), self.shell.worker_port)
 
     async def stop(self) -> None:
         self.release_pulls.set()

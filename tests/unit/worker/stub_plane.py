@@ -29,6 +29,8 @@ from qinglong.wire import (
     OfferResponse,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     WorkerSessionAlive,
 )
 from qinglong.wire.activation import ActivationStatus, DeliveredSecret, Executor, Snapshot
@@ -234,6 +236,11 @@ class StubPlane(IngressClient):
         stream.append(body.offset, body.data)
         return OutputAppended(stream=body.stream, next_offset=stream.next_offset, head_bytes=stream.head,
                               tail_bytes=stream.tail)  # fmt: skip
+
+    async def output_lost(self, session: Session, offer_id: str, body: OutputLostRequest) -> OutputLost:
+        self._record("output-lost", body)
+        stored = self.streams[body.stream].next_offset
+        return OutputLost(status="recorded", stream=body.stream, written_bytes=body.written_bytes, stored_bytes=stored)
 
     async def complete(self, session: Session, offer_id: str, body: CompletionRequest) -> CompletionResponse:
         self._record("completion", body)

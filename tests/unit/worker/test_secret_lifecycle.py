@@ -500,6 +500,13 @@ async def test_a_task_stopped_at_its_local_lease_expiry_takes_its_secret_files_w
     plane.fail.update({"lease-control": 10_000, "completion": 10_000})  # unreachable: the local Lease runs out
     await rig.tick_until(lc, lambda: rig.state() == "lease_lost_local_execution_stopped")
     assert os.listdir(rig.run_dir(plane)) == ["keys"]
+    # Only the wrapper's line about the stop may be on stderr (stdout is empty), and its raw file went with the
+    # secrets: unless the database had acknowledged all of it, it is said to be lost (decision 0028), once.
+    await lc.tick()
+    await lc.tick()
+    lost = [c.body for c in plane.calls if c.name == "output-lost"]
+    shipped = b"".join(plane.shipped("stderr"))
+    assert [b.stream for b in lost] == ([] if shipped.endswith(b"stopping the task\n") else ["stderr"]), (lost, shipped)
 
 
 def test_the_client_reads_the_largest_activation_answer() -> None:

@@ -103,6 +103,8 @@ from qinglong.wire.output import (
     OUTPUT_SCHEMA,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     RunOutput,
     RunOutputQuery,
 )
@@ -241,6 +243,8 @@ __all__ = [
     "OfferResponse",
     "OutputAppendRequest",
     "OutputAppended",
+    "OutputLost",
+    "OutputLostRequest",
     "Plan",
     "ProjectList",
     "ProjectListQuery",

@@ -127,7 +127,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "status_code",
     "error",
     "duration_ms",
-    "lease_ms",
+    "lease_ms",  # the dispatcher's lease (ql/notify) and a pool's Lease length (ql/pool_leases)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {

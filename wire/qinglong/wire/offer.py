@@ -69,6 +69,7 @@ class Plan(Record):
         default=None,
     )
     timeout_ms: int | None = wire(Int(1, MAX_INT32), optional=True, default=None)
+    lease_ms: int | None = wire(Int(1000, 3_600_000), optional=True, default=None)  # the control plane's: not read here
     max_attempts: int | None = wire(Int(1, 100), optional=True, default=None)
     retry_backoff_ms: int | None = wire(Int(0, MAX_INT32), optional=True, default=None)
     pool: str | None = wire(Str(64, min_len=1, pattern=POOL_PATTERN), optional=True, default=None)

@@ -8,6 +8,11 @@ database keeps per stream: the first `headBytes` and the last `tailBytes` at lea
 complete the Worker may skip ahead to the tail: the skipped bytes are dropped, and a reader sees the
 offsets jump.
 
+Lost (the Worker, ≤ 4 KiB): the Attempt fence, the stream and the bytes the task wrote to it (as the Worker counted
+them, before masking), once the database refused the rest of an Attempt's output (its Lease ran out, the Attempt is
+lost). The answer is ql_api.output_lost_v1's: `recorded` (a Run event output.lost) or `already_recorded`, with what
+was written and the end of the stream the database holds (masked bytes).
+
 Read (a user): the query names the Attempt (`attempt`, its number; absent: the latest) and where the
 previous page ended (`after`, the last chunk's `seq`). The answer is ql_api.run_output_v1's `output`
 result: the Run's status, the Attempt (null before the first one), each stream's totals, chunks in
@@ -64,6 +69,28 @@ class OutputAppended(Message):
     tail_bytes: int = wire(Int(1, MAX_SAFE_INTEGER))
 
 
+class OutputLostRequest(AttemptFence):
+    """Body of a report of lost output: the fence, the stream, the bytes the task wrote to it."""
+
+    SCHEMA = OUTPUT_SCHEMA
+    CAP = 4 * KIB
+
+    stream: Stream = wire(Enum(STREAMS))
+    written_bytes: int = wire(OFFSET)
+
+
+class OutputLost(Message):
+    """The lost output as the Run's history records it (once per Attempt and stream)."""
+
+    SCHEMA = OUTPUT_SCHEMA
+    CAP = 1 * KIB
+
+    status: Literal["recorded", "already_recorded"] = wire(Enum(("recorded", "already_recorded")))
+    stream: Stream = wire(Enum(STREAMS))
+    written_bytes: int = wire(OFFSET)
+    stored_bytes: int = wire(OFFSET)
+
+
 class RunOutputQuery(Query):
     """Which Attempt, and after which chunk."""
 
@@ -118,4 +145,10 @@ class RunOutput(Message):
     more: bool = wire(Bool())
 
 
-MESSAGES: Final[tuple[type[Message], ...]] = (OutputAppendRequest, OutputAppended, RunOutput)
+MESSAGES: Final[tuple[type[Message], ...]] = (
+    OutputAppendRequest,
+    OutputAppended,
+    OutputLostRequest,
+    OutputLost,
+    RunOutput,
+)

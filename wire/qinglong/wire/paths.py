@@ -21,6 +21,7 @@ OFFER: Final = SESSION + "/offers/{offerId}"
 ACTIVATION: Final = OFFER + "/activation/{phase}"
 ARTIFACTS: Final = OFFER + "/artifacts"
 OUTPUT: Final = OFFER + "/output"
+OUTPUT_LOST: Final = OFFER + "/output:lost"  # POST: output the database refused, recorded as lost
 BUNDLE_CHUNKS: Final = OFFER + "/bundle-chunks"  # POST: read one chunk of the plan's bundle
 COMPLETION: Final = OFFER + "/completion"
 

@@ -49,6 +49,8 @@ from qinglong.wire import (
     OfferResponse,
     OutputAppended,
     OutputAppendRequest,
+    OutputLost,
+    OutputLostRequest,
     Variants,
     WireError,
     WorkerSessionAlive,
@@ -77,7 +79,7 @@ def _pattern(template: str) -> str:
 
 ALLOWED_PATHS: Final = re.compile("|".join(map(_pattern, (
     paths.SESSIONS, paths.HEARTBEAT, paths.OFFERS_PULL, paths.ACTIVATION, paths.LEASE_CONTROL, paths.OUTPUT,
-    paths.BUNDLE_CHUNKS, paths.COMPLETION,
+    paths.OUTPUT_LOST, paths.BUNDLE_CHUNKS, paths.COMPLETION,
 ))))  # fmt: skip
 MAX_RESPONSE: Final = 128 * 1024
 
@@ -334,6 +336,9 @@ class IngressClient:
         self, session: Session, offer_id: str, body: OutputAppendRequest, *, timeout_s: float | None = None
     ) -> OutputAppended:
         return await self._call(self._path(paths.OUTPUT, session, offer_id), body, OutputAppended, session, timeout_s)
+
+    async def output_lost(self, session: Session, offer_id: str, body: OutputLostRequest) -> OutputLost:
+        return await self._call(self._path(paths.OUTPUT_LOST, session, offer_id), body, OutputLost, session)
 
     async def bundle_chunk(self, session: Session, offer_id: str, body: BundleChunkRequest) -> BundleChunk:
         return await self._call(self._path(paths.BUNDLE_CHUNKS, session, offer_id), body, BundleChunk, session)

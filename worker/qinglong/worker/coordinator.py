@@ -45,6 +45,15 @@ Masker holds back up to its longest pattern less one byte, which could still bec
 output comes; the drain before the completion flushes it once the file is read up to the size it had when the
 drain began (a straggler's later bytes are then never shipped). A plan that names no secret (or values too
 short to mask) ships the raw stream and reads only the bytes it sends.
+Output a lost Lease leaves behind (decision 0028): when the local Lease expires and the task is stopped, the bytes
+each stream's file holds are kept in the journal's meta (`output_lost:<offer>`) before the record becomes lease-lost.
+Once a session is up again, `report_lost_output` (the lifecycle calls it each tick) sends what the database does not
+hold yet, as long as it takes it (its Lease may outlive the local one by the call's latency); when it refuses
+(fenced: the Lease expired, the Attempt is lost), or the bytes cannot be read or masked any more (a plan with secrets
+has its raw files removed at the end), it records the stream as lost in the Run's history (output_lost: an
+output.lost event with the bytes written and the bytes stored) and logs output.lost. Nothing is dropped without a
+word: a stream is either all in the database or said to be lost there (or, when even that is refused, in the log).
+
 The values: the ones the Processor spawned with (SecretValues, memory only); after a Worker restart they are
 had again before any output is shipped by replaying the starting ACK (after the running ACK, so the replay can
 only answer already_running, never start or end anything). An answer that lacks one (the secret was deleted
@@ -56,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -70,6 +80,7 @@ from qinglong.wire import (
     LeaseControlResponse,
     OutputAppended,
     OutputAppendRequest,
+    OutputLostRequest,
 )
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
@@ -87,7 +98,7 @@ from qinglong.worker.delivery import UNMASKABLE, SecretValues, missing
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import ProcessHandle, boottime_ns
 from qinglong.worker.inbox import Inbox, save
-from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
+from qinglong.worker.journal import LEASE_LOST, TERMINAL_STATES, Journal, Record, State
 from qinglong.worker.masking import MIN_MASKED_BYTES, Masker
 from qinglong.worker.retention import kill_at
 
@@ -98,6 +109,9 @@ DRAIN_STALLS: Final = 3  # drains in a row that got no byte through: the complet
 MASK_READ_BYTES: Final = 4 * 2**20  # raw bytes one append call reads and masks at most (about 0.03-0.2 s)
 _READ_STEP: Final = 2**20
 SUPERVISED: Final[frozenset[State]] = frozenset({"started", "running_acknowledged", "completion_pending"})
+LOST_OUTPUT: Final = "output_lost:"  # journal meta: a lease-lost record's streams not yet all stored or said lost
+LOST_PAGE: Final = 4  # lease-lost records whose output one tick handles at most
+LOST_CHUNKS: Final = 8  # appends per stream one tick sends for them at most
 
 
 @dataclass(frozen=True)
@@ -201,6 +215,20 @@ class Cursor:
         self.shipped = Shipped(answer.next_offset, answer.head_bytes, answer.tail_bytes)
         self._trim()
 
+    def holds_all(self, size: int) -> bool:
+        """The database acknowledged every byte of a stream whose file holds `size` raw bytes (but the ones skipped
+        to keep only its tail): nothing of it is held back unmasked, pending or unread."""
+        if self.shipped is None:
+            return False
+        if self.masker is None:
+            return self.shipped.next_offset >= size
+        return (
+            self.raw_read >= size
+            and self.masker.held == 0
+            and not self.pending
+            and self.shipped.next_offset >= self.masked_size
+        )
+
 
 async def renew(client: IngressClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
     """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
@@ -234,6 +262,9 @@ class Coordinator:
         self._inflight: dict[str, asyncio.Task[Record | None]] = {}
         self._cursors: dict[str, dict[Stream, Cursor]] = {}  # per offer, per stream: where it stands
         self._stalls: dict[str, int] = {}  # per offer: drains in a row that ended without moving a stream on
+        # A lease-control call was refused for its session (expired, replaced: the control plane answered): the
+        # lifecycle reopens the session at once instead of after its backoff, which may outlast the Lease left.
+        self.session_refused = False
 
     async def reconcile(self, offer_id: str, session: Session | None) -> Record | None:
         """Reconcile one record; concurrent calls for the same offer share one run."""
@@ -282,6 +313,17 @@ class Coordinator:
 
     async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
         outcome = await self._controller.stop(handle)
+        # What each stream holds now that the database may not, kept before the record ends: report_lost_output
+        # ships or reports it later. A stream the database acknowledged in full is not kept.
+        cursors = self._cursors.get(record.offer_id, {})
+        written = {
+            stream: size
+            for stream in STREAMS
+            if (size := self._executor.output_size(handle, stream))
+            and not ((cursor := cursors.get(stream)) is not None and cursor.holds_all(size))
+        }
+        if written:
+            self._journal.set_meta(LOST_OUTPUT + record.offer_id, json.dumps(written))
         state: State = (
             "lease_lost_local_execution_unverified" if outcome == "unverified" else "lease_lost_local_execution_stopped"
         )
@@ -350,7 +392,8 @@ class Coordinator:
     async def _lease_control(self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session) -> Record:
         try:
             answer, renewed = await renew(self._client, session, inbox)
-        except (TransportError, Unauthenticated):
+        except (TransportError, Unauthenticated) as failed:
+            self.session_refused = self.session_refused or isinstance(failed, Unauthenticated)
             if inbox.expired_locally():  # the call outlived the Lease: stop now, not a tick later
                 return await self._stop_lease_lost(record, inbox, handle)
             return record  # the local expiry decides if the control plane stays unreachable
@@ -519,6 +562,73 @@ class Coordinator:
             except ClientError:
                 return True
         return True
+
+    async def report_lost_output(self, session: Session) -> None:
+        """For up to LOST_PAGE lease-lost records with output not yet stored nor said lost: per stream, send what
+        the database still takes (at most LOST_CHUNKS appends a tick), else record it lost (output_lost). Without
+        an answer it tries again next tick; a record done with both streams leaves the meta."""
+        for key, value in self._journal.meta_page(LOST_OUTPUT, LOST_PAGE):
+            offer_id = key[len(LOST_OUTPUT) :]
+            record = self._journal.get(offer_id)
+            if record is None or record.state not in LEASE_LOST:
+                self._journal.set_meta(key, None)  # not (or no longer) a lost Lease's record
+                continue
+            written: dict[Stream, int] = json.loads(value)
+            try:
+                left = await self._lost_streams(record, session, written)
+            except (TransportError, Unauthenticated):
+                continue  # no answer: next tick
+            if left:
+                self._journal.set_meta(key, json.dumps(left))
+            else:
+                self._journal.set_meta(key, None)
+                self._cursors.pop(offer_id, None)
+
+    async def _lost_streams(self, record: Record, session: Session, written: dict[Stream, int]) -> dict[Stream, int]:
+        """Ship or report each stream of `written`; the streams left for the next tick. Raises TransportError or
+        Unauthenticated (nothing decided)."""
+        inbox = Inbox.from_data(record.data)
+        assert inbox.handle is not None
+        handle = ProcessHandle.from_dict(inbox.handle)
+        try:
+            values = await self._masking(inbox, session)
+        except (TransportError, Unauthenticated):
+            raise
+        except ClientError:
+            values = None  # the Attempt ended: its values cannot be had again, so none of its output may leave
+        left: dict[Stream, int] = {}
+        for stream, size in written.items():
+            shipped = False
+            if values is not None and self._executor.output_size(handle, stream) >= size:
+                try:
+                    for _ in range(LOST_CHUNKS):
+                        if not await self._append(inbox, handle, session, stream, size, None, values, final=True):
+                            shipped = True  # nothing more to send: the database holds the stream
+                            break
+                    else:
+                        left[stream] = size  # more next tick
+                        continue
+                except (TransportError, Unauthenticated):
+                    raise
+                except ClientError:
+                    pass  # refused: the database no longer takes it
+            if not shipped:
+                await self._report_lost(inbox, session, stream, size)
+        return left
+
+    async def _report_lost(self, inbox: Inbox, session: Session, stream: Stream, size: int) -> None:
+        run_id = inbox.offer.offer.run_id
+        body = OutputLostRequest(**inbox.fence(session.generation), stream=stream, written_bytes=size)
+        try:
+            answer = await self._client.output_lost(session, inbox.offer_id, body)
+        except (TransportError, Unauthenticated):
+            raise
+        except ClientError as refused:  # even that is refused: the log is where it is said
+            emit(log, logging.WARNING, "output.lost_unrecorded", run_id=run_id, stream=stream, written_bytes=size,
+                 reason=str(refused))  # fmt: skip
+            return
+        emit(log, logging.WARNING, "output.lost", run_id=run_id, stream=stream, written_bytes=answer.written_bytes,
+             stored_bytes=answer.stored_bytes)  # fmt: skip
 
     def _stalled(self, offer_id: str, moved: bool) -> bool:
         """A drain ended without an answer: whether the completion goes anyway (DRAIN_STALLS in a row moved

@@ -64,10 +64,10 @@ State = Literal[
     "lease_lost_local_execution_unverified",
 ]  # fmt: skip
 STATES: Final[tuple[State, ...]] = get_args(State)
-_LEASE_LOST: Final[frozenset[State]] = frozenset(
+LEASE_LOST: Final[frozenset[State]] = frozenset(
     {"lease_lost_local_execution_stopped", "lease_lost_local_execution_unverified"}
 )
-TERMINAL_STATES: Final[frozenset[State]] = _LEASE_LOST | {"completed", "control_plane_terminal"}
+TERMINAL_STATES: Final[frozenset[State]] = LEASE_LOST | {"completed", "control_plane_terminal"}
 MAX_DATA_BYTES: Final = 256 * 1024
 MAX_OFFER_ID_LENGTH: Final = 256
 MAX_DEPTH: Final = 64
@@ -75,7 +75,7 @@ PAGE_LIMIT_MAX: Final = 64
 BUSY_TIMEOUT_MS: Final = 5000
 SCHEMA_VERSION: Final = 2
 
-_EXITS: Final[frozenset[State]] = _LEASE_LOST | {"recovery_required", "control_plane_terminal"}
+_EXITS: Final[frozenset[State]] = LEASE_LOST | {"recovery_required", "control_plane_terminal"}
 _MOVES: Final[Mapping[State, frozenset[State]]] = {  # and every non-terminal state → itself
     # → completed before a spawn: a starting ACK answered not_started (a cancel intent ended the Attempt)
     "accepted": _EXITS | {"starting_acknowledged", "start_failed", "completed"},
@@ -374,6 +374,15 @@ class Journal:
                 conn.execute("DELETE FROM meta WHERE key = ?", (key,))
             else:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def meta_page(self, prefix: str, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` Worker-level values whose key starts with `prefix`, by key: (key, value)."""
+        with self._use(write=False) as conn:
+            rows = conn.execute(
+                "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key LIMIT ?",
+                (len(prefix), prefix, limit),
+            ).fetchall()
+        return [(str(k), str(v)) for k, v in rows]
 
     def get(self, offer_id: str) -> Record | None:
         with self._use(write=False) as conn:

@@ -252,6 +252,18 @@ class Lifecycle:
                 stop_fact = True
         self._cursor = page[-1].seq if len(page) == self._page_size else None
         self.events.append("supervise")
+        assert self._coordinator is not None
+        if self._coordinator.session_refused:
+            # A renewal was refused for its session (it expired in an outage): the control plane is back. Reopen
+            # now, not after the backoff, so that the next tick renews while the Lease still holds (decision 0028).
+            self._coordinator.session_refused = False
+            self._session, self._retry_at, self._backoff_s = None, 0.0, 0.0
+            backing_off = False
+            with contextlib.suppress(ClientError):  # a refusal is kept in self.refused, as for any session open
+                await self._ensure_session()
+        if self._session is not None and not backing_off:
+            # Output that lost Leases left behind: shipped while the database takes it, else said to be lost there.
+            await self._coordinator.report_lost_output(self._session)
         if self._sweeper is not None:
             await asyncio.to_thread(self._sweeper.sweep)
         if self.disk is not None and not await asyncio.to_thread(self.disk.check):

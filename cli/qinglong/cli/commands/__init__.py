@@ -6,13 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from qinglong.cli.commands import converge, db, notify, pki, project, role, run, secret, shell, subject, task, worker
+from qinglong.cli.commands import (
+    converge,
+    db,
+    notify,
+    pki,
+    pool,
+    project,
+    role,
+    run,
+    secret,
+    shell,
+    subject,
+    task,
+    worker,
+)
 from qinglong.cli.common import Commands
 
 GROUPS: tuple[Callable[[Commands], None], ...] = (
     db.register,
     pki.register,
     worker.register,
+    pool.register,
     project.register,
     subject.register,
     task.register,

@@ -51,6 +51,8 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
     plan: dict[str, Any] = {"argv": args.argv}
     if args.timeout_ms is not None:
         plan["timeoutMs"] = args.timeout_ms
+    if args.lease_ms is not None:
+        plan["leaseMs"] = args.lease_ms
     if args.max_attempts is not None:
         plan["maxAttempts"] = args.max_attempts
     if args.retry_backoff_ms is not None:
@@ -223,6 +225,8 @@ def register(top: Commands) -> None:
     p.add_argument("--project", type=name, required=True, metavar="NAME|ID", help=PROJECT_HELP)
     p.add_argument("--name", required=True, help="the task's name (a new plan under it is a new revision)")
     p.add_argument("--timeout-ms", type=positive, help="how long one attempt may run (default: no timeout)")
+    p.add_argument("--lease-ms", type=positive, help="the Lease length of its Attempts, 1000 to 3600000: how long its "
+                   "Worker may lose the control plane (default: its pool's, `qinglong pool lease`)")  # fmt: skip
     p.add_argument("--max-attempts", type=positive, help="attempts of one Run, retries included (default 1: no retry)")
     p.add_argument("--retry-backoff-ms", type=int, help="the wait before a retry (default 0)")
     p.add_argument("--pool", help="only Workers of this pool run it (default: default)")
