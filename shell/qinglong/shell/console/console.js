@@ -464,10 +464,6 @@ async function runPage(current, runId) {
   function drawRun(answer) {
     timeline = answer;
     const run = answer.run;
-    for (const e of answer.events) {
-      const message = JSON.parse(e.payload).errorMessage;
-      if (e.attemptId && typeof message === "string") messages.set(e.attemptId, message);
-    }
     drawFacts();
     const key = `${run.version}/${names.workers.size}`;
     if (drawn === key) return;
@@ -581,6 +577,10 @@ async function runPage(current, runId) {
     try {
       const answer = await api("GET", PATHS.RUN, { params: { runId } });
       if (!current()) return;
+      for (const e of answer.events) {  // before the output's note, which says why with them
+        const message = JSON.parse(e.payload).errorMessage;
+        if (e.attemptId && typeof message === "string") messages.set(e.attemptId, message);
+      }
       await loadOutput();
       if (!current()) return;
       drawRun(answer);
