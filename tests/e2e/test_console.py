@@ -644,6 +644,59 @@ def test_the_notifications_page_shows_rules_by_their_secret_s_name_only(system: 
     assert pending.find_element(By.CSS_SELECTOR, ".status").text == "pending"
     assert browser.title == "Notifications · Qinglong console"
     assert browser.find_element(By.CSS_SELECTOR, "nav a[aria-current='page']").text == "Notifications"
+    assert not browser.find_elements(By.CSS_SELECTOR, "#rule-new, .rule-remove")  # a viewer only reads
+
+
+def test_an_operator_adds_changes_and_removes_a_notification_rule(system: System, browser: Chrome) -> None:
+    def rules() -> dict[str, dict[str, Any]]:
+        with psycopg.connect(system.demo.dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                "select r.name, r.events, r.channel, r.url, r.secret_name from ql.notify_rules r"
+                " join ql.projects p on p.id = r.project_id where p.name = 'console' and r.removed_at_ms is null"
+            ).fetchall()
+        return {n: {"events": e, "channel": c, "url": u, "secret": s} for n, e, c, u, s in rows}
+
+    before = rules()
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.find_element(By.LINK_TEXT, "Notifications").click()
+    wait(browser, "the rules", lambda d: shown(d, "tr[data-rule='ops']"))
+    browser.find_element(By.ID, "rule-new").click()
+    form = wait(browser, "the rule form", lambda d: d.find_element(By.ID, "rule-form"))
+    form.find_element(By.ID, "rule-name").send_keys("pager")
+    form.find_element(By.CSS_SELECTOR, "input[data-event='schedule.skipped']").click()
+    form.find_element(By.ID, "rule-secret").send_keys("CONSOLE_SECRET")
+    url = form.find_element(By.ID, "rule-url")
+    url.send_keys("https://user:pw@hooks.example.com/pager")  # a credential in the URL: refused, nothing made
+    form.find_element(By.ID, "rule-submit").click()
+    problem = wait(browser, "the refusal", lambda d: text(d, "#rule-answer .notice.error"))
+    assert "url" in problem, problem
+    assert rules() == before
+    url.clear()
+    url.send_keys("https://hooks.example.com/pager")
+    form.find_element(By.ID, "rule-submit").click()
+    wait(browser, "the new rule", lambda d: shown(d, "tr[data-rule='pager']"))
+    assert text(browser, "#flash") == "pager: created"
+    assert rules()["pager"] == {"events": ["run.failed", "run.timed_out", "schedule.skipped"], "channel": "webhook",
+                                "url": "https://hooks.example.com/pager", "secret": "CONSOLE_SECRET"}  # fmt: skip
+
+    browser.find_element(By.CSS_SELECTOR, "tr[data-rule='pager'] .rule-edit").click()
+    form = wait(browser, "its form", lambda d: d.find_element(By.ID, "rule-form"))
+    assert not form.find_elements(By.ID, "rule-name")  # a rule's name is its key: a change keeps it
+    form.find_element(By.CSS_SELECTOR, "input[data-event='run.timed_out']").click()  # off
+    form.find_element(By.ID, "rule-submit").click()
+    wait(browser, "the change", lambda d: text(d, "#flash") == "pager: updated")
+    assert rules()["pager"]["events"] == ["run.failed", "schedule.skipped"]
+
+    browser.find_element(By.CSS_SELECTOR, "tr[data-rule='pager'] .rule-remove").click()
+    wait(browser, "the question", lambda d: shown(d, "#confirm"))
+    browser.find_element(By.ID, "confirm-no").click()
+    assert "pager" in rules()  # kept
+    browser.find_element(By.CSS_SELECTOR, "tr[data-rule='pager'] .rule-remove").click()
+    wait(browser, "the question", lambda d: shown(d, "#confirm"))
+    browser.find_element(By.ID, "confirm-yes").click()
+    wait(browser, "the rule gone", lambda d: not d.find_elements(By.CSS_SELECTOR, "tr[data-rule='pager']"))
+    assert rules() == before
 
 
 def test_the_runs_page_is_readable_at_360_px(system: System, browser: Chrome) -> None:

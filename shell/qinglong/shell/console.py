@@ -20,6 +20,7 @@ from aiohttp import web
 
 from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, TASK_SCHEMA, paths
 from qinglong.wire.common import ENDED_RUN_STATUSES, RUN_STATUSES
+from qinglong.wire.notify import CHANNELS, EVENTS, NOTIFY_SCHEMA
 from qinglong.wire.reasons import ENDS, START_FAILURES
 
 PREFIX: Final = "/console/"
@@ -32,12 +33,15 @@ USER_PATHS: Final = (  # of wire.paths
     "PROJECT", "RUNS", "RUN", "RUN_CANCELLATION", "RUN_OUTPUT", "TASKS", "WORKERS",
     "TASK", "TASK_STATUS", "TASK_SCHEDULE", "SCHEDULE_PREVIEW",
 )  # fmt: skip
-NOTIFY_PATHS: Final = ("NOTIFY_RULES", "NOTIFY_DELIVERIES")  # the notifications page (read only)
+NOTIFY_PATHS: Final = ("NOTIFY_RULES", "NOTIFY_RULE", "NOTIFY_RULE_REMOVAL", "NOTIFY_DELIVERIES")  # notifications
 WIRE: Final = {  # what wire.js exports, by name
     "PATHS": {name: getattr(paths, name) for name in USER_PATHS + NOTIFY_PATHS},
     "ENQUEUE_SCHEMA": ENQUEUE_SCHEMA,
     "CANCELLATION_SCHEMA": CANCELLATION_SCHEMA,
     "TASK_SCHEMA": TASK_SCHEMA,
+    "NOTIFY_SCHEMA": NOTIFY_SCHEMA,
+    "NOTIFY_EVENTS": EVENTS,
+    "NOTIFY_CHANNELS": CHANNELS,
     "RUN_STATUSES": RUN_STATUSES,
     "ENDED_RUN_STATUSES": ENDED_RUN_STATUSES,
     "START_FAILURES": dict(START_FAILURES),  # why an Attempt ended without an exit code: code → message

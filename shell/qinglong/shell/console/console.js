@@ -6,12 +6,13 @@
 // Worker, a readable timeline, each Attempt's output, the newest followed at its tail, cancel after a confirmation),
 // #/tasks (plans, schedules, last Runs, run now, enable or disable), #/task/<name> (a task: a new revision, its
 // schedule with the next fire times previewed as it is typed), #/new-task, #/workers (online or offline), #/notify
-// (rules and the latest notifications with their attempts, read only). Every value from the API reaches the page as
+// (rules, set and removed by roles that may start Runs, and the latest notifications with their attempts). Every value from the API reaches the page as
 // text (textContent), never as markup. Times are the browser's local time with its zone (UTC on hover). The paths,
 // schemas and statuses of the wire come from wire.js, which the shell makes from qinglong.wire.
 
 import {
-  CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENDS, ENQUEUE_SCHEMA, PATHS, RUN_STATUSES, START_FAILURES, TASK_SCHEMA,
+  CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENDS, ENQUEUE_SCHEMA, NOTIFY_CHANNELS, NOTIFY_EVENTS, NOTIFY_SCHEMA, PATHS,
+  RUN_STATUSES, START_FAILURES, TASK_SCHEMA,
 } from "./wire.js";
 
 const TOKEN_KEY = "qinglong.token";
@@ -939,21 +940,98 @@ async function workersPage(current) {
 
 // -- notifications (read only: rules are managed with `qinglong notify rule …`) ------------------------------
 
+// A rule's form: a new rule, or (`rule` given) a change of one; the whole rule is sent (PUT), as the CLI sends it.
+function ruleForm(rule, onSaved) {
+  const fields = {
+    name: el("input", { id: "rule-name", type: "text", required: true, autocomplete: "off", spellcheck: "false",
+      pattern: "[a-z0-9][a-z0-9._-]{0,63}", value: rule ? rule.name : "" }),
+    channel: el("select", { id: "rule-channel" }, NOTIFY_CHANNELS.map((c) => el("option", { value: c,
+      text: c === "wecom" ? "WeCom group robot" : "webhook (signed HMAC-SHA256)" }))),
+    url: el("input", { id: "rule-url", type: "url", spellcheck: "false", autocomplete: "off",
+      placeholder: "https://hooks.example.com/qinglong", value: rule && rule.url ? rule.url : "" }),
+    secret: el("input", { id: "rule-secret", type: "text", required: true, spellcheck: "false", autocomplete: "off",
+      placeholder: "HOOK_KEY", value: rule ? rule.secretName : "" }),
+    template: el("textarea", { id: "rule-template", rows: "2", spellcheck: "false" }),
+  };
+  fields.channel.value = rule ? rule.channel : "webhook";
+  fields.template.value = rule && rule.template ? rule.template : "";
+  const boxes = NOTIFY_EVENTS.map((event) => el("input", { type: "checkbox", value: event, "data-event": event,
+    checked: rule ? rule.events.includes(event) : event === "run.failed" || event === "run.timed_out" }));
+  const answer = el("div", { id: "rule-answer", role: "status" });
+  const form = el("form", { id: "rule-form", class: "stack", novalidate: true },
+    rule ? null : el("label", {}, "Name (a-z, 0-9, . _ -)", fields.name),
+    el("fieldset", { id: "rule-events" }, el("legend", { text: "Notify on" }),
+      boxes.map((box) => el("label", { class: "check" }, box, box.value))),
+    el("div", { class: "bar" },
+      el("label", {}, "Channel", fields.channel),
+      el("label", {}, "Secret (its name: the signing key, or the robot's key)", fields.secret)),
+    el("label", {}, "URL (a webhook's; none for a WeCom robot)", fields.url),
+    el("label", {}, "Message template (a WeCom robot's; empty: the default)", fields.template),
+    el("button", { class: "primary", type: "submit", id: "rule-submit", text: rule ? "Save the rule" : "Add the rule" }),
+    answer);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = rule ? rule.name : fields.name.value.trim();
+    const webhook = fields.channel.value === "webhook";
+    const body = { schema: NOTIFY_SCHEMA, events: boxes.filter((b) => b.checked).map((b) => b.value),
+      channel: fields.channel.value, secretName: fields.secret.value.trim() };
+    if (webhook) body.url = fields.url.value.trim();
+    else if (fields.template.value.trim()) body.template = fields.template.value.trim();
+    try {
+      const saved = await api("PUT", PATHS.NOTIFY_RULE, { params: { rule: name }, body });
+      flash = `${saved.name}: ${saved.status}`;
+      onSaved(saved);
+    } catch (exc) {
+      answer.replaceChildren(notice("error", explain(exc)));
+    }
+  });
+  return form;
+}
+
 async function notifyPage(current) {
+  const mayWrite = view.runStart !== "deny";  // the API decides; the page offers what the role may do
+  let editing = null;  // the rule whose form is open (its name), or null
+
+  async function remove(rule) {
+    if (!await confirmAction(`Remove the rule ${rule.name}?`, "Its pending notifications are dropped; its history "
+      + "stays.", "Remove it", "Keep it")) return;
+    try {
+      const removed = await api("POST", PATHS.NOTIFY_RULE_REMOVAL, { params: { rule: rule.name },
+        body: { schema: NOTIFY_SCHEMA } });
+      flash = `${removed.name}: removed (${removed.dropped} pending dropped)`;
+    } catch (exc) {
+      flash = null;
+      main.prepend(notice("error", explain(exc), "rule-problem"));
+      return;
+    }
+    await load();
+  }
+
   async function load() {
     const [rules, history] = await Promise.all([api("GET", PATHS.NOTIFY_RULES),
       api("GET", PATHS.NOTIFY_DELIVERIES, { query: "limit=50" })]);
     if (!current()) return;
-    show("Notifications",
+    const open = editing === null ? null : (rules.rules.find((r) => r.name === editing) || "new");
+    show("Notifications", flashed(),
       el("p", { class: "muted", text: "Rules name a Project secret, never its value. Each notification is delivered "
         + "at least once; its id is the idempotency key a receiver sees." }),
       el("h2", { text: "Rules" }),
-      table("notify-rules", ["Rule", "Events", "Channel", "Where", "Secret", "Pending"],
+      table("notify-rules", ["Rule", "Events", "Channel", "Where", "Secret", "Pending", ...(mayWrite ? [""] : [])],
         rules.rules.map((r) => el("tr", { "data-rule": r.name },
           el("td", { text: r.name }), el("td", { class: "mono", text: r.events.join(", ") }),
           el("td", { text: r.channel }), el("td", { class: "mono", text: r.url || "WeCom robot" }),
-          el("td", { class: "mono", text: r.secretName }), el("td", { text: String(r.pending) }))),
-        "No rule: `qinglong notify rule add` makes one."),
+          el("td", { class: "mono", text: r.secretName }), el("td", { text: String(r.pending) }),
+          mayWrite ? el("td", { class: "nowrap" },
+            el("button", { type: "button", class: "rule-edit", text: "Change",
+              onclick: () => { editing = r.name; load(); } }), " ",
+            el("button", { type: "button", class: "danger rule-remove", text: "Remove", onclick: () => remove(r) }))
+            : null)),
+        mayWrite ? "No rule yet: add one below." : "No rule: an operator adds them here or with `qinglong notify rule add`."),
+      mayWrite && open === null ? el("p", {}, el("button", { type: "button", id: "rule-new", text: "Add a rule",
+        onclick: () => { editing = ""; load(); } })) : null,
+      mayWrite && open !== null ? el("section", { id: "rule-editor" },
+        el("h2", { text: open === "new" ? "A new rule" : `The rule ${open.name}` }),
+        ruleForm(open === "new" ? null : open, () => { editing = null; load(); })) : null,
       el("h2", { text: "Latest notifications" }),
       table("notify-history", ["Id", "Rule", "Event", "State", "Attempts", "Last attempt", "Created", "Next attempt"],
         history.notifications.map((n) => {
@@ -968,7 +1046,7 @@ async function notifyPage(current) {
         }), "No notification yet."));
   }
   await load();
-  every(REFRESH_MS, () => load().catch((exc) => { if (current()) problemPage(exc); }));
+  every(REFRESH_MS, () => { if (editing === null) load().catch((exc) => { if (current()) problemPage(exc); }); });
 }
 
 // -- start ---------------------------------------------------------------------------------------------------
