@@ -1,15 +1,23 @@
-"""(f) The shell under a connection flood, with its default budgets (qinglong.shell.config.BUDGETS):
-2,000 clients that open TLS connections to the user listener and send nothing, and 100 slowloris clients
-that drip a never-ending request head into it one byte every 0.3 s (each reconnects when closed, and
-after a refusal waits 1 to 2 s), while one enrolled Worker renews a Lease on the worker listener with the
-Worker protocol (session, pull, starting, running, then lease control every 0.2 s, every tenth on a new
-TLS connection). Measured: the Worker's renewals (ok, failed, p99), the shell's peak RSS (VmHWM) against
-the bound its budgets give (RSS before the flood + the user listener's max_connections x (the RSS of one
-idle TLS connection, measured first with 100 of them, + max_header_bytes)), and the budget hits the
-shell counted. Written to bench/results.json under "flood" and as section (f) of RESULTS.md.
+"""(f) The shell under connection floods, with its default budgets (qinglong.shell.config.BUDGETS), in
+three phases while one enrolled Worker renews a Lease on the worker listener with the Worker protocol
+(session, pull, starting, running, then lease control every 0.2 s, every tenth on a new TLS connection):
+1. 2,000 clients that open TLS connections to the user listener and send nothing, and 100 slowloris clients
+   that drip a never-ending request head into it one byte every 0.3 s (each reconnects when closed, and
+   after a refusal waits 1 to 2 s);
+2. 200 clients from 127.0.0.2 that handshake with the worker listener without a client certificate (refused
+   by the shell at the end of each handshake), each again at once, for HANDSHAKE_S
+   (tests.support.handshakes);
+3. the same with the Worker's own certificate (every handshake succeeds; the client then closes).
+Measured: the Worker's renewals (ok, failed, p99); the shell's RSS when idle (after the Worker's session
+opened), its peak in each phase (VmHWM, reset at the start of each), 60 s after the last phase; the bound
+the user listener's budget gives phase 1 (idle RSS + max_connections x (the RSS of one idle TLS connection,
+measured first with 100 of them, + max_header_bytes)) and the ceiling of every phase, twice the idle RSS;
+and the budget hits the shell counted. Written to bench/results.json under "flood" and as section (f) of
+RESULTS.md.
 
 Touches: the `flood` database (one Worker, one Task, one Run), a shell process of its own, loopback
-sockets (this process raises its own soft RLIMIT_NOFILE for them), bench/results.json.
+sockets (this process raises its own soft RLIMIT_NOFILE for them), /proc/<shell pid> (reads; resets its
+VmHWM), bench/results.json.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from bench.report import Result, percentile, record_json, table
 from qinglong.shell.config import BUDGETS
 from qinglong.wire import ActivationRequest, LeaseControlRequest, OfferPullRequest
 from tests.support.env import Env, Identity, ShellProcess
+from tests.support.handshakes import Flood, handshake_flood, reset_peak, status_mib
 from tests.support.progress import say
 
 IDLE_CLIENTS: Final = 2000
@@ -45,6 +54,11 @@ RENEW_EVERY_S: Final = 0.2
 NEW_CONNECTION_EVERY: Final = 10  # renewals
 CALIBRATION_CONNECTIONS: Final = 100
 RAMP_S: Final = 5.0  # the flood's clients start spread over this long
+HANDSHAKE_CLIENTS: Final = 200
+HANDSHAKE_S: Final = 10.0
+AFTER_S: Final = 60.0  # RSS read this long after the last phase
+CEILING: Final = 2.0  # x the idle RSS: the bound docs/operations.md states for any of these floods
+RETURN: Final = 1.2  # x the idle RSS: where the RSS must be back within AFTER_S
 _HIT = re.compile(r'^qinglong_shell_budget_hits_total\{budget="([a-z_]+)",listener="([a-z]+)"\} ([0-9.e+]+)$', re.M)
 
 
@@ -222,25 +236,46 @@ async def flood(env: Env, shell: ShellProcess, seconds: float) -> dict[str, Any]
     await asyncio.sleep(user.header_timeout + 1)  # the calibration's connections are gone
     counts, stop = Counts(), asyncio.Event()
     say(
-        f"(f) flood: {IDLE_CLIENTS} idle TLS + {SLOWLORIS_CLIENTS} slowloris clients on the user listener, "
+        f"(f) flood 1: {IDLE_CLIENTS} idle TLS + {SLOWLORIS_CLIENTS} slowloris clients on the user listener, "
         f"{seconds:.0f} s"
     )
-    clients = [asyncio.ensure_future(idle_client(shell.user_port, ctx, counts, stop)) for _ in range(IDLE_CLIENTS)]
-    clients += [
-        asyncio.ensure_future(slowloris_client(shell.user_port, ctx, counts, stop)) for _ in range(SLOWLORIS_CLIENTS)
-    ]
     renewer = asyncio.ensure_future(renew_loop(env, worker, held, counts, stop))
+    reset_peak(shell.pid)
+    marks = {"idle": len(counts.renew_ms)}  # where each flood's renewals start in counts.renew_ms
+    over = asyncio.Event()  # the end of this phase (stop: of the renewals, after all three)
+    clients = [asyncio.ensure_future(idle_client(shell.user_port, ctx, counts, over)) for _ in range(IDLE_CLIENTS)]
+    clients += [
+        asyncio.ensure_future(slowloris_client(shell.user_port, ctx, counts, over)) for _ in range(SLOWLORIS_CLIENTS)
+    ]
     samples: list[float] = []
     started = time.monotonic()
     while time.monotonic() - started < seconds:
         samples.append((status_kb(shell.pid, "VmRSS") or 0) / 1024)
         await asyncio.sleep(0.25)
-    stop.set()
-    await renewer
+    over.set()
     for client in clients:
         client.cancel()
     await asyncio.gather(*clients, return_exceptions=True)
     peak = (status_kb(shell.pid, "VmHWM") or 0) / 1024
+    phases: dict[str, Flood] = {}
+    for name, flood_ctx in (("certless", client_context(env)), ("certificate", env.client_context(worker.who))):
+        say(f"(f) flood {len(phases) + 2}: {HANDSHAKE_CLIENTS} clients handshaking ({name}) on the worker listener")
+        marks[name] = len(counts.renew_ms)
+        phases[name] = await handshake_flood(
+            shell.pid, shell.worker_port, flood_ctx, clients=HANDSHAKE_CLIENTS, seconds=HANDSHAKE_S
+        )
+    stop.set()
+    await renewer
+    bounds = [*marks.values(), len(counts.renew_ms)]
+    by_flood = {name: counts.renew_ms[bounds[i] : bounds[i + 1]] for i, name in enumerate(marks)}
+    say(f"(f) floods over; the shell's RSS {status_mib(shell.pid):.0f} MiB; waiting {AFTER_S:.0f} s")
+    after: list[tuple[float, float]] = []
+    ended = time.monotonic()
+    while (waited := time.monotonic() - ended) < AFTER_S:
+        after.append((waited, status_mib(shell.pid)))
+        await asyncio.sleep(0.5)
+    rss_after = status_mib(shell.pid)
+    back = next((t for t, rss in after if rss <= RETURN * rss_base), None)
     hits = await asyncio.to_thread(budget_hits, shell.admin_port)
     return {
         "idle_connections": IDLE_CLIENTS,
@@ -248,7 +283,7 @@ async def flood(env: Env, shell: ShellProcess, seconds: float) -> dict[str, Any]
         "renewals_ok": len(counts.renew_ms),
         "renewals_failed": counts.renewals_failed,
         "renew_p99_ms": round(percentile(counts.renew_ms, 99), 2),
-        "rss_peak_mib": round(peak, 1),
+        "rss_peak_mib": round(max(peak, *(f.peak_mib for f in phases.values())), 1),
         "rss_bound_mib": round(bound, 1),
         "renew_p50_ms": round(percentile(counts.renew_ms, 50), 2),
         "renewals_on_new_connections": counts.new_connections,
@@ -261,41 +296,83 @@ async def flood(env: Env, shell: ShellProcess, seconds: float) -> dict[str, Any]
         "budget_hits": hits,
         "seconds": seconds,
         "budgets": {"user": vars(user), "worker": vars(worker_budget)},
+        "rss_idle_mib": round(rss_base, 1),
+        "rss_ceiling_mib": round(CEILING * rss_base, 1),
+        "idle_flood_rss_peak_mib": round(peak, 1),
+        "certless_handshake_rss_peak_mib": round(phases["certless"].peak_mib, 1),
+        "certificate_handshake_rss_peak_mib": round(phases["certificate"].peak_mib, 1),
+        "rss_after_60s_mib": round(rss_after, 1),
+        "rss_back_within_20pct_s": None if back is None else round(back, 1),
+        "handshake_clients": HANDSHAKE_CLIENTS,
+        "handshake_seconds": HANDSHAKE_S,
+        "renew_ms_by_flood": {
+            name: {"ok": len(ms), "p50": round(percentile(ms, 50), 2), "p99": round(percentile(ms, 99), 2)}
+            for name, ms in by_flood.items()
+        },
+        "handshakes": {
+            name: {"completed": f.completed, "refused": f.refused, "rss_peak_mib": round(f.peak_mib, 1)}
+            for name, f in phases.items()
+        },
     }
 
 
 def render(c: dict[str, Any]) -> str:
     user = c["budgets"]["user"]
+    worker = c["budgets"]["worker"]
     hits = ", ".join(f"{k} {v:,}" for k, v in sorted(c["budget_hits"].items())) or "none"
+    shakes = c["handshakes"]
+    by = c["renew_ms_by_flood"]
+    back = "not within 60 s" if c["rss_back_within_20pct_s"] is None else f"{c['rss_back_within_20pct_s']:.0f} s"
     rows = [
         ["Worker renewals ok · failed", f"{c['renewals_ok']:,} · {c['renewals_failed']}",
-         f"lease control every {RENEW_EVERY_S} s; {c['renewals_on_new_connections']} of them on a new TLS connection"],
-        ["renewal p50 · p99", f"{c['renew_p50_ms']:.1f} ms · {c['renew_p99_ms']:.1f} ms", "through the flood"],
-        ["shell peak RSS (VmHWM)", f"{c['rss_peak_mib']:.0f} MiB",
-         f"bound {c['rss_bound_mib']:.0f} MiB = {c['rss_base_mib']:.0f} MiB before + "
+         f"lease control every {RENEW_EVERY_S} s through all three floods; {c['renewals_on_new_connections']} of "
+         "them on a new TLS connection"],
+        ["renewal p50 · p99", f"{c['renew_p50_ms']:.1f} ms · {c['renew_p99_ms']:.1f} ms",
+         "through the floods; by flood (1 · 2 · 3): p50 " + " · ".join(f"{v['p50']:.0f}" for v in by.values())
+         + " ms, p99 " + " · ".join(f"{v['p99']:.0f}" for v in by.values()) + " ms"],
+        ["shell RSS idle", f"{c['rss_idle_mib']:.0f} MiB",
+         f"after the Worker's session opened; ceiling for every flood: twice this, {c['rss_ceiling_mib']:.0f} MiB"],
+        ["1. idle + slowloris: peak RSS (VmHWM)", f"{c['idle_flood_rss_peak_mib']:.0f} MiB",
+         f"bound {c['rss_bound_mib']:.0f} MiB = {c['rss_base_mib']:.0f} MiB idle + "
          f"{user['max_connections']} x ({c['per_connection_kib']:.0f} KiB per idle TLS connection + "
          f"{user['max_header_bytes'] // 1024} KiB of head)"],
-        ["client connections: handshakes completed · refused · closed later by the shell",
+        ["1. client connections: handshakes completed · refused · closed later by the shell",
          f"{c['client_handshakes_completed']:,} · {c['client_connections_refused']:,} · "
          f"{c['client_connections_closed_by_shell']:,}", ""],
+        ["2. certless handshakes: peak RSS (VmHWM)", f"{c['certless_handshake_rss_peak_mib']:.0f} MiB",
+         f"{c['handshake_clients']} clients from one address for {c['handshake_seconds']:.0f} s: "
+         f"{shakes['certless']['completed']:,} handshakes ended client-side (the shell refused each), "
+         f"{shakes['certless']['refused']:,} failed client-side; the budget lets one source have "
+         f"{worker['max_handshakes_per_source']} under way (the listener {worker['max_handshakes']}), the others "
+         "wait their turn"],
+        ["3. handshakes with a certificate: peak RSS (VmHWM)", f"{c['certificate_handshake_rss_peak_mib']:.0f} MiB",
+         f"{shakes['certificate']['completed']:,} handshakes, {shakes['certificate']['refused']:,} failed"],
+        ["shell RSS 60 s after the floods", f"{c['rss_after_60s_mib']:.0f} MiB",
+         f"back within 20 % of idle after {back}"],
         ["budget hits counted by the shell", hits, "qinglong_shell_budget_hits_total"],
     ]  # fmt: skip
     return (
         "## (f) Flood: connection budgets under abuse\n\n"
-        f"One shell process with its default budgets; for {c['seconds']:.0f} s, {c['idle_connections']:,} clients "
-        "open TLS connections to the user listener and send nothing, and "
-        f"{c['slowloris_clients']} slowloris clients drip a request head into it one byte every {DRIP_S} s (each "
-        "reconnects when closed, 1 to 2 s after a refusal), while one Worker renews its Lease on the worker listener "
-        "(Worker protocol, ql3w-signed). All in this load generator's one process, on the same 2 cores.\n\n"
+        f"One shell process with its default budgets, and one Worker renewing its Lease on the worker listener "
+        "(Worker protocol, ql3w-signed) through three floods in turn. 1: for "
+        f"{c['seconds']:.0f} s, {c['idle_connections']:,} clients open TLS connections to the user listener and "
+        f"send nothing, and {c['slowloris_clients']} slowloris clients drip a request head into it one byte every "
+        f"{DRIP_S} s (each reconnects when closed, 1 to 2 s after a refusal). 2: {c['handshake_clients']} clients "
+        f"from 127.0.0.2 handshake with the worker listener without a client certificate, each again at once, for "
+        f"{c['handshake_seconds']:.0f} s. 3: the same with the Worker's certificate. All in this load generator's "
+        "one process, on the same 2 cores.\n\n"
         f"{table(['measured', 'value', ''], rows)}\n"
     )
 
 
 def summary(c: dict[str, Any]) -> list[str]:
     return [
-        f"(f) flood: {c['idle_connections']} idle + {c['slowloris_clients']} slowloris clients; renewals "
-        f"{c['renewals_ok']} ok, {c['renewals_failed']} failed, p99 {c['renew_p99_ms']:.1f} ms; shell RSS peak "
-        f"{c['rss_peak_mib']:.0f} MiB (bound {c['rss_bound_mib']:.0f} MiB)"
+        f"(f) flood: {c['idle_connections']} idle + {c['slowloris_clients']} slowloris clients, then "
+        f"{c['handshake_clients']} handshaking clients without and with a certificate; renewals "
+        f"{c['renewals_ok']} ok, {c['renewals_failed']} failed, p99 {c['renew_p99_ms']:.1f} ms; shell RSS idle "
+        f"{c['rss_idle_mib']:.0f} MiB, peaks {c['idle_flood_rss_peak_mib']:.0f} · "
+        f"{c['certless_handshake_rss_peak_mib']:.0f} · {c['certificate_handshake_rss_peak_mib']:.0f} MiB "
+        f"(ceiling {c['rss_ceiling_mib']:.0f} MiB), {c['rss_after_60s_mib']:.0f} MiB 60 s later"
     ]
 
 

@@ -109,6 +109,7 @@ from qinglong.wire import (
     tasks,
     timeline,
 )
+from qinglong.wire import task_change as tc
 from qinglong.wire.activation import PHASES
 from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.codec import KIB, MAX_DEPTH, MAX_SAFE_INTEGER
@@ -159,6 +160,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("Task output", output, output.OUTPUT_SCHEMA),
     Family("Bundle fetch", bundle_fetch, bundle_fetch.BUNDLE_FETCH_SCHEMA),
     Family("Task list", tasks, tasks.TASK_LIST_SCHEMA),
+    Family("Task changes and schedule previews", tc, tc.TASK_SCHEMA),
     Family("Project view and its Workers", project, project.PROJECT_VIEW_SCHEMA),
     Family("Project secrets", secrets, secrets.SECRET_SCHEMA),
     Family("Errors", errors, errors.ERROR_SCHEMA),
@@ -388,7 +390,15 @@ def examples() -> dict[type[Message], Message]:
         RunOutput(
             run_status="succeeded",
             attempt=OutputAttempt(
-                attempt_id=ATTEMPT, attempt_no=1, status="succeeded", exit_code=0, error_code=None, ended_at_ms=T0 + 9
+                attempt_id=ATTEMPT,
+                attempt_no=1,
+                status="succeeded",
+                exit_code=0,
+                error_code=None,
+                ended_at_ms=T0 + 9,
+                claimed_at_ms=T0 + 2,
+                started_at_ms=T0 + 3,
+                worker_name="router-1",
             ),
             attempts=1,
             streams=(OutputStream(stream="stdout", next_offset=len(LOG), head_bytes=524_288, kept_bytes=len(LOG)),),
@@ -414,6 +424,8 @@ def examples() -> dict[type[Message], Message]:
                         overlap="skip",
                         next_fires_ms=(T0 + 5_400_000, T0 + 91_800_000, T0 + 178_200_000),
                     ),
+                    plan=Plan(argv=("sh", "-c", "/usr/local/bin/backup.sh"), timeout_ms=600_000, max_attempts=3),
+                    signed=True,
                 ),
             ),
         ),
@@ -427,6 +439,7 @@ def examples() -> dict[type[Message], Message]:
             run_read="allow",
             run_start="allow",
             run_stop="allow",
+            task_write="deny",
         ),
         ProjectList(
             projects=(
@@ -448,6 +461,32 @@ def examples() -> dict[type[Message], Message]:
                     last_contact_at_ms=T0 + 9,
                     active_attempts=1,
                 ),
+            ),
+        ),
+        tc.TaskRevisionRequest(
+            mutation_id="task-2026-01-01-0001",
+            plan=Plan(argv=("sh", "-c", "/usr/local/bin/backup.sh"), timeout_ms=600_000, max_attempts=3),
+        ),
+        tc.TaskCreated(task_id=TASK, revision_id=REVISION, name="nightly-backup", signed=False),
+        tc.TaskRevised(task_id=TASK, revision_id=REVISION, name="nightly-backup", signed=False),
+        tc.TaskRevisionReplayed(task_id=TASK, revision_id=REVISION, name="nightly-backup", signed=False),
+        tc.TaskStatusRequest(active=False),
+        tc.TaskEnabled(project_id=PROJECT, task_id=TASK, name="nightly-backup", changed=True),
+        tc.TaskDisabled(project_id=PROJECT, task_id=TASK, name="nightly-backup", changed=True),
+        tc.TaskScheduleRequest(cron="0 */10 * * * *", timezone="Europe/Berlin", overlap="skip"),
+        tc.TaskScheduleSet(
+            task_id=TASK, cron="0 */10 * * * *", timezone="Europe/Berlin", overlap="skip", next_fire_at_ms=T0 + 600_000
+        ),
+        tc.TaskScheduleUnchanged(
+            task_id=TASK, cron="0 */10 * * * *", timezone="Europe/Berlin", overlap="skip", next_fire_at_ms=T0 + 600_000
+        ),
+        tc.TaskScheduleCleared(task_id=TASK),
+        tc.SchedulePreview(
+            cron="30 2 * * *",
+            timezone="Europe/Berlin",
+            fires=(
+                tc.FireTime(at_ms=T0 + 5_400_000, local="2026-01-02T02:30:00+01:00"),
+                tc.FireTime(at_ms=T0 + 91_800_000, local="2026-01-03T02:30:00+01:00"),
             ),
         ),
         SecretSetRequest(mutation_id="secret-2026-01-01-0001", value=b"FAKE value for the docs only"),
@@ -481,6 +520,7 @@ EXAMPLE_QUERIES: dict[type[Query], Query] = {
     RunListQuery: RunListQuery(task_id=TASK, status="failed", since_ms=T0, limit=20),
     RunOutputQuery: RunOutputQuery(attempt=1, after=41),
     ProjectListQuery: ProjectListQuery(run_id_prefix="e0000000"),
+    tc.SchedulePreviewQuery: tc.SchedulePreviewQuery(cron="30 2 * * *", timezone="Europe/Berlin", count=2),
 }
 
 # -- describing declared fields ------------------------------------------------------------------

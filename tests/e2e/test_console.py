@@ -1,11 +1,15 @@
 """The web console in a real headless browser (Debian's chromium through chromium-driver and Selenium) against the
 real system of `make sandbox`: PostgreSQL, the shell and a Worker as processes. A person signs in with a token and
-watches a Run go from queued to succeeded with its output, follows a running task's output, sees where a long output
-was cut, cancels a running Run; an agent's cancel is answered approval_required; a viewer is offered neither
-enqueue nor cancel; the Workers page shows a Worker that never connected as offline; a wrong token and a shell that
-went away each get a page that says so. Every console answer carries the security headers, and the browser made no
-request outside the console's origin (its network log) and met no CSP violation (its console log).
-QINGLONG_CONSOLE_SCREENSHOTS=1 also writes docs/console-runs.png and docs/console-run.png
+watches a Run go from queued to succeeded with its output, follows a running task's output (the box follows its
+tail until the reader scrolls up), sees where a long output was cut, switches between a retried Run's Attempts and
+reads its timeline (local times with the zone, durations, names, no epoch milliseconds), cancels a running Run after
+a confirmation (kept when dismissed); an agent's cancel is answered approval_required; a viewer is offered neither
+enqueue nor cancel nor task changes; an operator runs a task now from the Tasks page; an owner disables and enables
+a task, creates one and schedules it with its next fire times previewed as typed; the Workers page shows a Worker
+that never connected as offline; a wrong token, a wrong Project (the token kept) and a shell that went away each get
+a page that says so. Every console answer carries the security headers, and the browser made no request outside
+the console's origin (its network log) and met no CSP violation (its console log).
+QINGLONG_CONSOLE_SCREENSHOTS=1 also writes docs/console-runs.png, docs/console-run.png and docs/console-task.png
 (scripts/console_screenshots.sh).
 Touches: a temporary folder, loopback ports, child processes (the system and the browser, all cleaned up).
 """
@@ -13,8 +17,11 @@ Touches: a temporary folder, loopback ports, child processes (the system and the
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import itertools
 import json
 import os
+import re
 import shutil
 import ssl
 import tempfile
@@ -40,7 +47,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from qinglong.cli import admin, pki
 from qinglong.cli import operators as op
-from qinglong.cli.api import UserApi
+from qinglong.cli.api import ApiError, UserApi
 from qinglong.cli.demo import Demo
 from qinglong.shell.console import wire_module
 from qinglong.wire.common import token_digest
@@ -60,6 +67,9 @@ TASKS: dict[str, dict[str, Any]] = {
     "loud": {"argv": ["sh", "-c", "seq 1 100000"]},
     "sleeper": {"argv": ["sleep", "120"]},
     "unserved": {"argv": ["true"], "pool": "nobody"},
+    "refused": {"argv": ["true"], "user": "nobody"},  # not on the demo Worker's run_as list: a start failure
+    # 400 lines in 16 bursts over about 6 s: taller than the output box long before it ends
+    "tail": {"argv": ["sh", "-c", "for i in $(seq 1 16); do seq $((i*25-24)) $((i*25)); sleep 0.4; done"]},
     "secretive": {  # prints a project secret it receives as a variable and as a file
         "argv": ["sh", "-c", 'echo "variable: $S"; echo "file: $(cat s.txt)"'],
         "secretEnv": {"S": "CONSOLE_SECRET"},
@@ -112,6 +122,9 @@ def system() -> Iterator[System]:
             )
         UserApi(demo.api_origin, tokens["owner"], demo.certs / "ca.crt").set_secret(project, "CONSOLE_SECRET", SECRET)
         tasks = {name: demo.create_task(project, name, plan) for name, plan in TASKS.items()}
+        flag = root / "flaky-tried"  # its first Attempt fails, its retry succeeds
+        flaky = f"if [ -e {flag} ]; then echo second try; else touch {flag}; echo first try; exit 3; fi"
+        tasks["flaky"] = demo.create_task(project, "flaky", {"argv": ["sh", "-c", flaky], "maxAttempts": 2})
         # never fires here
         admin.call(dsn, op.task_schedule_set_v1, p_project_id=project, p_name="hello", p_cron="0 3 * * *",
                    p_timezone="UTC", p_overlap="skip")  # fmt: skip
@@ -260,6 +273,19 @@ def test_a_wrong_token_gets_a_page_that_says_so(system: System, browser: Chrome)
     wait(browser, "the refusal", lambda d: "No such Project" in text(d, "#problem"))
 
 
+def test_a_wrong_project_keeps_the_token(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"], project="no-such-project")
+    wait(browser, "the refusal", lambda d: "No such Project" in text(d, "#problem") and "token is kept" in
+         text(d, "#problem"))  # fmt: skip
+    kept = browser.execute_script("return sessionStorage.getItem('qinglong.token')")
+    assert kept == system.tokens["operator"]
+    field = browser.switch_to.active_element  # the Project field, its wrong name selected
+    assert field.get_attribute("id") == "signin-project"
+    assert browser.find_element(By.ID, "signin-token").get_attribute("value") == ""  # never written back
+    field.send_keys("console", Keys.ENTER)  # typed over the selection; the token field left empty
+    wait(browser, "the Runs page", lambda d: text(d, "#who") == "olga (user, operator) in console")
+
+
 def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, browser: Chrome) -> None:
     sign_in(browser, system, system.tokens["operator"])
     wait(browser, "the Runs page", lambda d: shown(d, "#enqueue-task"))
@@ -282,14 +308,22 @@ def test_a_run_goes_from_queued_to_succeeded_with_its_output(system: System, bro
     stamp = browser.find_element(By.CSS_SELECTOR, "#run-facts time")
     utc = str(stamp.get_attribute("title"))
     assert utc.endswith(" UTC") and stamp.text not in utc  # the browser's zone on the page, UTC on hover
-    if SCREENSHOTS:  # tall enough for the whole timeline
-        browser.set_window_size(1280, 1180)
-        browser.save_screenshot(str(REPO / "docs" / "console-run.png"))
-        browser.set_window_size(1280, 900)
     browser.find_element(By.LINK_TEXT, "← all Runs").click()
     wait(browser, "the Run succeeded in the list",
          lambda d: d.find_element(By.CSS_SELECTOR, f"tr[data-run='{run}'] .status").get_attribute("data-status")
          == "succeeded")  # fmt: skip
+
+
+def test_a_start_failure_says_why_beside_the_attempt_s_status(system: System, browser: Chrome) -> None:
+    run = system.enqueue("refused")
+    sign_in(browser, system, system.tokens["viewer"])
+    open_run(browser, system, run)
+    wait(browser, "the Run to fail", lambda d: run_status(d) == "failed")
+    wait(browser, "the reason", lambda d: "plan.user_not_allowed" in text(d, "#output-note"))
+    assert text(browser, "#output-note") == (
+        "Attempt 1 of 1: failed, plan.user_not_allowed: user 'nobody' is not on this Worker's run_as list (nothing ran)"
+    )
+    assert text(browser, "#output") == ""
 
 
 def test_a_run_that_printed_a_secret_shows_it_masked_and_no_page_holds_it(system: System, browser: Chrome) -> None:
@@ -335,7 +369,22 @@ def test_an_operator_cancels_a_running_run(system: System, browser: Chrome) -> N
     run = system.enqueue("sleeper")
     open_run(browser, system, run)
     wait(browser, "it to run", lambda d: run_status(d) == "running")
-    browser.find_element(By.ID, "cancel-button").click()
+    browser.find_element(By.ID, "cancel-button").click()  # asks first: kept
+    dialog = wait(browser, "the confirmation", lambda d: d.find_element(By.CSS_SELECTOR, "dialog#confirm[open]"))
+    assert "Cancel Run" in dialog.text and "sleeper" in dialog.text
+    assert browser.switch_to.active_element.get_attribute("id") == "confirm-no"  # the safe choice has the focus
+    browser.find_element(By.ID, "confirm-no").click()
+    wait(browser, "the dialog to close", lambda d: not shown(d, "dialog#confirm"))
+    assert text(browser, "#cancel-kept") == "Not cancelled."
+    assert system.status(run) == "running" and system.api().show(system.project, run)["run"]["cancelReason"] is None
+    browser.find_element(By.ID, "cancel-button").click()  # Escape keeps it too
+    wait(browser, "the confirmation", lambda d: shown(d, "dialog#confirm[open]"))
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait(browser, "the dialog to close", lambda d: not shown(d, "dialog#confirm"))
+    assert system.status(run) == "running"
+    browser.find_element(By.ID, "cancel-button").click()  # asks again: accepted
+    wait(browser, "the confirmation", lambda d: shown(d, "dialog#confirm[open]"))
+    browser.find_element(By.ID, "confirm-yes").click()
     wait(browser, "the answer", lambda d: shown(d, "#cancel-answer .status[data-status='accepted']"))
     wait(browser, "it to end cancelled", lambda d: run_status(d) == "cancelled")
     assert not browser.find_element(By.ID, "cancel-button").is_displayed()  # nothing left to cancel
@@ -348,6 +397,8 @@ def test_an_agent_s_cancel_is_answered_approval_required(system: System, browser
     wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
     open_run(browser, system, run)
     browser.find_element(By.ID, "cancel-button").click()
+    wait(browser, "the confirmation", lambda d: shown(d, "dialog#confirm[open]"))
+    browser.find_element(By.ID, "confirm-yes").click()
     wait(browser, "the answer", lambda d: shown(d, "#cancel-answer .status[data-status='approval_required']"))
     assert system.status(run) == "queued" and system.api().show(system.project, run)["run"]["cancelReason"] is None
 
@@ -362,11 +413,201 @@ def test_a_viewer_is_offered_neither_enqueue_nor_cancel(system: System, browser:
     assert run_status(browser) == "queued" and not shown(browser, "#cancel-button")
     browser.find_element(By.LINK_TEXT, "Tasks").click()
     hello = wait(browser, "the Tasks page", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='hello']"))
-    assert not shown(browser, "#enqueue")
+    assert not shown(browser, "#enqueue") and not shown(browser, ".run-now") and not shown(browser, ".toggle-task")
+    assert not shown(browser, "#new-task")
     assert "0 3 * * * (UTC, overlap skip)" in hello.text and "sh -c sleep 1; echo hello" in hello.text
     fires = [str(f.get_attribute("title")) for f in hello.find_elements(By.CSS_SELECTOR, "time")]
     assert len(fires) == 3 and all(f.endswith(" 03:00:00.000 UTC") for f in fires), fires  # its next fire times
     assert len({f.split()[0] for f in fires}) == 3  # three days running (UTC on hover)
+
+
+def test_run_now_and_disable_and_enable_from_the_tasks_page(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])  # an operator runs tasks but does not change them
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.find_element(By.LINK_TEXT, "Tasks").click()
+    row = wait(browser, "the Tasks page", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='hello']"))
+    assert not shown(browser, ".toggle-task") and not shown(browser, "#new-task")
+    row.find_element(By.CSS_SELECTOR, "button.run-now").click()
+    link = wait(
+        browser, "the Run it queued", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='hello'] a.run-link")
+    )
+    assert row.find_element(By.CSS_SELECTOR, ".task-answer .status").get_attribute("data-status") == "enqueued"
+    link.click()
+    wait(browser, "the Run to succeed", lambda d: shown(d, "#run-status .status") and run_status(d) == "succeeded")
+    assert text(browser, "#run-task") == "hello"
+
+    sign_in(browser, system, system.tokens["owner"])  # an owner may disable and enable
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.get(f"{system.origin}/console/#/tasks")
+    toggle = wait(
+        browser, "count's toggle", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='count'] .toggle-task")
+    )
+    assert toggle.text == "Disable"
+    toggle.click()
+    wait(browser, "count disabled", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='count'] .status")
+         .get_attribute("data-status") == "disabled")  # fmt: skip
+    assert text(browser, "#flash") == "count: disabled"
+    assert not shown(browser, "tr[data-task='count'] .run-now")  # a disabled task is not offered to run
+    (task,) = [t for t in system.api().tasks(system.project)["tasks"] if t["name"] == "count"]
+    assert task["status"] == "disabled"
+    with pytest.raises(ApiError) as refused:
+        system.enqueue("count")
+    assert refused.value.code == "fenced.task_disabled"
+    browser.find_element(By.CSS_SELECTOR, "tr[data-task='count'] .toggle-task").click()
+    wait(browser, "count enabled", lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-task='count'] .status")
+         .get_attribute("data-status") == "active")  # fmt: skip
+    assert text(browser, "#flash") == "count: enabled" and shown(browser, "tr[data-task='count'] .run-now")
+
+
+def test_an_owner_creates_a_task_and_schedules_it_with_its_next_fire_times_previewed(
+    system: System, browser: Chrome
+) -> None:
+    sign_in(browser, system, system.tokens["owner"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.get(f"{system.origin}/console/#/tasks")
+    wait(browser, "the New task link", lambda d: d.find_element(By.ID, "new-task")).click()
+    name = wait(browser, "the form", lambda d: d.find_element(By.ID, "task-name"))
+    assert "unsigned" in text(browser, "#signing-note") and "--sign" in text(browser, "#signing-note")
+    name.send_keys("made-here")
+    browser.find_element(By.ID, "task-argv").send_keys("sh\n-c\necho made in the console")
+    browser.find_element(By.ID, "task-env").send_keys("GREETING=hi there\nMODE=test")
+    browser.find_element(By.ID, "task-timeout").send_keys("30")
+    browser.find_element(By.ID, "task-attempts").send_keys("2")
+    browser.find_element(By.ID, "revision-submit").click()
+    wait(browser, "the task's page", lambda d: text(d, "h1") == "Task made-here")
+    assert text(browser, "#task-command") == 'sh -c "echo made in the console"'  # each argument whole
+    assert text(browser, "#flash").startswith("made-here: created, revision ") and "(unsigned)" in text(
+        browser, "#flash"
+    )
+    (task,) = [t for t in system.api().tasks(system.project)["tasks"] if t["name"] == "made-here"]
+    assert (task["plan"], task["signed"], task["status"]) == (
+        {"argv": ["sh", "-c", "echo made in the console"], "env": {"GREETING": "hi there", "MODE": "test"},
+         "timeoutMs": 30000, "maxAttempts": 2}, False, "active")  # fmt: skip
+
+    # The schedule: the next fire times follow the expression as it is typed.
+    cron = browser.find_element(By.ID, "schedule-cron")
+    zone = browser.find_element(By.ID, "schedule-zone")
+    assert zone.get_attribute("value") == "Asia/Shanghai"  # the browser's zone by default
+    zone.clear()
+    zone.send_keys("UTC")
+    cron.send_keys("*/10 * * * * *")
+    fires = wait(
+        browser,
+        "five fire times",
+        lambda d: (
+            [
+                int(dt.datetime.fromisoformat(str(t.get_attribute("datetime")).replace("Z", "+00:00")).timestamp())
+                for t in d.find_elements(By.CSS_SELECTOR, "#schedule-fires time")
+            ]
+            or None
+        ),
+    )
+    assert len(fires) == 5 and all(b - a == 10 for a, b in itertools.pairwise(fires)), fires
+    assert all(f % 10 == 0 for f in fires)
+    assert "GMT+8" in text(browser, "#schedule-fires")  # shown in the browser's zone, with it
+    cron.clear()
+    cron.send_keys("61 * * * *")
+    wait(browser, "the refusal", lambda d: "invalid.cron" in text(d, "#schedule-problem"))
+    cron.clear()
+    cron.send_keys("15 30 4 * * *")  # six fields: 04:30:15 every day
+    wait(browser, "the daily preview", lambda d: "04:30:15+00:00" in text(d, "#schedule-fires"))
+    browser.find_element(By.ID, "schedule-save").click()
+    wait(browser, "the schedule saved", lambda d: "schedule set" in text(d, "#flash"))
+    assert text(browser, "#task-schedule") == "15 30 4 * * * (UTC, overlap skip)"
+    (task,) = [t for t in system.api().tasks(system.project)["tasks"] if t["name"] == "made-here"]
+    assert task["schedule"]["cron"] == "15 30 4 * * *" and task["schedule"]["timezone"] == "UTC"
+    if SCREENSHOTS:
+        cron = browser.find_element(By.ID, "schedule-cron")
+        cron.clear()
+        cron.send_keys("0 */15 9-17 * * mon-fri")
+        wait(browser, "the preview", lambda d: "04:30:15" not in text(d, "#schedule-fires") and
+             len(d.find_elements(By.CSS_SELECTOR, "#schedule-fires li")) == 5)  # fmt: skip
+        browser.set_window_size(1280, 1300)
+        browser.execute_script("window.scrollTo(0, 0)")
+        browser.save_screenshot(str(REPO / "docs" / "console-task.png"))
+        browser.set_window_size(1280, 900)
+    browser.find_element(By.ID, "schedule-clear").click()
+    wait(browser, "the schedule cleared", lambda d: text(d, "#flash") == "schedule cleared")
+    assert text(browser, "#task-schedule") == "none"
+
+    # A new revision keeps what the form does not show, and the signed hello needs a deliberate tick.
+    browser.get(f"{system.origin}/console/#/task/secretive")
+    wait(browser, "secretive", lambda d: text(d, "h1") == "Task secretive")
+    assert "secretEnv, secretFiles" in text(browser, "#task-kept")
+    assert "(signed)" in text(browser, "#task-revision")
+    browser.find_element(By.ID, "task-timeout").send_keys("60")
+    browser.find_element(By.ID, "revision-submit").click()
+    wait(browser, "the refusal", lambda d: "tick the box" in text(d, "#revision-answer"))
+    assert next(t for t in system.api().tasks(system.project)["tasks"] if t["name"] == "secretive")["signed"]
+
+
+def test_a_viewer_or_operator_cannot_change_a_task(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    browser.get(f"{system.origin}/console/#/task/hello")
+    wait(browser, "hello", lambda d: text(d, "h1") == "Task hello")
+    assert "cannot change tasks" in text(browser, "#task-readonly")
+    assert not shown(browser, "#revision-form") and not shown(browser, "#schedule-form")
+    assert shown(browser, ".run-now")  # but it may run it
+
+
+def test_the_output_follows_its_tail_until_the_reader_scrolls_up(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    run = system.enqueue("tail")
+    open_run(browser, system, run)
+    gap = "const o = document.getElementById('output'); return o.scrollHeight - o.scrollTop - o.clientHeight;"
+    tall = "const o = document.getElementById('output'); return o.scrollHeight > o.clientHeight + 200;"
+    wait(browser, "more output than the box holds", lambda d: d.execute_script(tall) and run_status(d) == "running")
+    assert browser.execute_script(gap) <= 24, "the box shows the newest lines"
+    browser.execute_script("document.getElementById('output').scrollTop = 0")  # the reader scrolls up
+    seen = len(text(browser, "#output"))
+    wait(browser, "more lines", lambda d: len(text(d, "#output")) > seen)
+    assert browser.execute_script("return document.getElementById('output').scrollTop") == 0, "the reader's place"
+    jump = wait(browser, "the jump button", lambda d: d.find_element(By.ID, "output-jump").is_displayed() and
+                d.find_element(By.ID, "output-jump"))  # fmt: skip
+    jump.click()
+    assert browser.execute_script(gap) <= 24 and not browser.find_element(By.ID, "output-jump").is_displayed()
+    wait(browser, "the end", lambda d: run_status(d) == "succeeded" and text(d, "#output").endswith("\n400"))
+    assert browser.execute_script(gap) <= 24, "still following to the last line"
+    assert text(browser, "#output").splitlines() == [str(i) for i in range(1, 401)]
+
+
+def test_every_attempt_s_output_and_a_readable_timeline(system: System, browser: Chrome) -> None:
+    sign_in(browser, system, system.tokens["operator"])
+    wait(browser, "the Runs page", lambda d: shown(d, "#runs-table"))
+    run = system.enqueue("flaky")
+    open_run(browser, system, run)
+    wait(browser, "the retry to succeed", lambda d: run_status(d) == "succeeded" and "second try" in text(d, "#output"),
+         60)  # fmt: skip
+    assert text(browser, "#output") == "second try" and "Attempt 2 of 2 on demo-worker" in text(browser, "#output-note")
+    assert text(browser, "#run-worker") == "demo-worker (Attempt 2)" and text(browser, "#run-attempts") == "2"
+    assert shown(browser, "#run-started time") and re.fullmatch(r"[0-9.]+ (ms|s)", text(browser, "#run-duration"))
+    select = browser.find_element(By.ID, "attempt-select")
+    assert select.is_enabled()
+    select.find_element(By.CSS_SELECTOR, "option[value='1']").click()
+    wait(browser, "Attempt 1's output", lambda d: text(d, "#output") == "first try")
+    note = text(browser, "#output-note")
+    assert "Attempt 1 of 2 on demo-worker: failed" in note and "exit code 3" in note, note
+    assert text(browser, "#run-worker") == "demo-worker (Attempt 1)"
+    select.find_element(By.CSS_SELECTOR, "option[value='']").click()
+    wait(browser, "the newest again", lambda d: text(d, "#output") == "second try")
+
+    timeline = text(browser, "#timeline-table")
+    assert not re.search(r"\b1[0-9]{12}\b", timeline), "no epoch milliseconds"
+    assert "GMT+8" in timeline and re.search(r"\+[0-9.]+ (ms|s)", timeline)  # local times, and how long after
+    claimed = [
+        r.text for r in browser.find_elements(By.CSS_SELECTOR, "#timeline-table tr[data-event='attempt.claimed']")
+    ]
+    assert len(claimed) == 2 and all("worker demo-worker" in r for r in claimed), claimed
+    retry = text(browser, "#timeline-table tr[data-event='run.retry_scheduled']")
+    assert "retry at 20" in retry and "GMT+8" in retry, retry
+    queued = text(browser, "#timeline-table tr[data-event='run.queued']")
+    assert "task flaky" in queued, queued  # the task by its name
+    if SCREENSHOTS:
+        browser.set_window_size(1280, 1500)
+        browser.save_screenshot(str(REPO / "docs" / "console-run.png"))
+        browser.set_window_size(1280, 900)
 
 
 def test_the_workers_page_finds_the_offline_worker(system: System, browser: Chrome) -> None:

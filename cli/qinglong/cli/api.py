@@ -1,6 +1,7 @@
 """The operator CLI's client of the user API (HTTPS + bearer token): enqueue, cancel, show, list Runs, read
-their output, list the Projects the token may read and find Runs by a short id, list a project's tasks, set, delete
-and list its secrets.
+their output, list the Projects the token may read and find Runs by a short id, list a project's tasks, make a task's
+revision, enable or disable it, set its schedule and preview a schedule's fire times, set, delete and list its
+secrets.
 It goes through the shell exactly as any user does, so admission, audit and the policy fence apply.
 Touches the network (one request per call) and reads the CA and token files it is given.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
+from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, TASK_SCHEMA, paths
 from qinglong.wire.secrets import SECRET_SCHEMA
 
 
@@ -111,6 +112,37 @@ class UserApi:
     def tasks(self, project: str) -> dict[str, Any]:
         """The project's tasks (qinglong/task-list@v1): how a task's name becomes its id."""
         return self.request("GET", paths.TASKS.format(project=project))[1]
+
+    def project_view(self, project: str) -> dict[str, Any]:
+        """The token's view of the project (qinglong/project-view@v1): its id, the role, what it may do."""
+        return self.request("GET", paths.PROJECT.format(project=project))[1]
+
+    def revise_task(
+        self, project: str, task: str, plan: dict[str, Any], signature: dict[str, Any] | None = None,
+        mutation_id: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A new revision of the task (a new task first): the whole plan, and its signature if it was signed."""
+        body = {"schema": TASK_SCHEMA, "mutationId": mutation_id or uuid.uuid4().hex, "plan": plan}
+        if signature is not None:
+            body["planSignature"] = signature
+        return self.request("PUT", paths.TASK.format(project=project, task=task), body)[1]
+
+    def set_task_status(self, project: str, task: str, active: bool) -> dict[str, Any]:
+        body = {"schema": TASK_SCHEMA, "active": active}
+        return self.request("PUT", paths.TASK_STATUS.format(project=project, task=task), body)[1]
+
+    def set_task_schedule(
+        self, project: str, task: str, cron: str | None, timezone: str, overlap: str
+    ) -> dict[str, Any]:
+        """Set (or, with cron None, clear) the task's schedule."""
+        body: dict[str, Any] = {"schema": TASK_SCHEMA, "cron": cron}
+        if cron is not None:
+            body |= {"timezone": timezone, "overlap": overlap}
+        return self.request("PUT", paths.TASK_SCHEDULE.format(project=project, task=task), body)[1]
+
+    def preview_schedule(self, project: str, query: str) -> dict[str, Any]:
+        """The next fire times of an expression; `query` is a SchedulePreviewQuery's query string (qinglong.wire)."""
+        return self.request("GET", paths.SCHEDULE_PREVIEW.format(project=project) + f"?{query}")[1]
 
     def output(self, project: str, run_id: str, query: str) -> dict[str, Any]:
         """One page of an Attempt's output; `query` is a RunOutputQuery's query string (qinglong.wire)."""

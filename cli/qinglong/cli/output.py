@@ -8,7 +8,10 @@ says how many, on that stream: `[qinglong: 4194304 bytes of stdout dropped here]
 as one JSON line instead (the API's fields; data as base64). `--follow` polls every POLL_S seconds until the
 Run is terminal and its output is read; when a retry starts another Attempt it goes on with that one and says
 so on stderr; it then answers how the Run ended, for the command's exit status. Without `--follow` it prints what
-the database holds now and ends.
+the database holds now and ends. An Attempt that ended with an errorCode (a start failure: nothing ran; or a task
+that ended without an exit code, e.g. killed after ignoring its stop signal) gets one line on stderr once its
+output is printed: `[qinglong: attempt 1 failed before its task started (nothing ran): plan.root_not_allowed: …]`
+(`explain` gives it: the CLI reads the Run's timeline for the Worker's message). Not with `--json`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from qinglong.wire.common import ENDED_RUN_STATUSES
 POLL_S: Final = 1.0
 
 Fetch = Callable[[int | None, int | None], dict[str, Any]]  # (attempt number, after seq) → one page
+Explain = Callable[[dict[str, Any]], str | None]  # an ended Attempt of a page → the line saying why, if any
 
 
 class Printer:
@@ -59,12 +63,25 @@ def _finished(page: dict[str, Any], pinned: bool) -> bool:
     return page["runStatus"] in ENDED_RUN_STATUSES and (attempt is None or attempt["endedAtMs"] is not None)
 
 
-def print_logs(fetch: Fetch, attempt: int | None, follow: bool, as_json: bool) -> str | None:
+def _explain(explain: Explain | None, attempt: dict[str, Any] | None) -> None:
+    """The line saying why `attempt` ended without an exit code, on stderr (nothing for any other)."""
+    if explain is None or attempt is None or attempt["endedAtMs"] is None or attempt["errorCode"] is None:
+        return
+    line = explain(attempt)
+    if line is not None:
+        print(f"[qinglong: {line}]", file=sys.stderr, flush=True)
+
+
+def print_logs(
+    fetch: Fetch, attempt: int | None, follow: bool, as_json: bool, explain: Explain | None = None
+) -> str | None:
     """Read pages until the held output is printed (or, following, until nothing more will come). Following: how the
     Run ended (the Attempt's status when one was asked for); else None."""
     printer = Printer(sys.stdout.buffer, sys.stderr.buffer)
     after: int | None = None
     current = attempt
+    if as_json:
+        explain = None
     while True:
         page = fetch(current, after)
         shown = page["attempt"]
@@ -80,10 +97,13 @@ def print_logs(fetch: Fetch, attempt: int | None, follow: bool, as_json: bool) -
         if page["more"]:
             continue
         if not follow:
+            _explain(explain, shown)
             return None
         if _finished(page, attempt is not None):
+            _explain(explain, shown)
             return str(page["runStatus"] if attempt is None else shown["status"])
         if shown is not None and shown["endedAtMs"] is not None and page["attempts"] > shown["attemptNo"]:
+            _explain(explain, shown)
             current = shown["attemptNo"] + 1  # a retry started the next Attempt (seq keeps growing: `after` holds)
             printer.reset()
             print(f"[qinglong: attempt {current} starts]", file=sys.stderr, flush=True)

@@ -13,7 +13,7 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 -- The answer names the Project (id, name, status), the subject (name, kind), its active role, and, for each of
--- run.read, run.start and run.stop, the decision request_admission_v1 would take now: allow, deny, or
+-- run.read, run.start, run.stop and task.write, the decision request_admission_v1 would take now: allow, deny, or
 -- approval_required (an agent asking run.stop). One source of those rules: ql.admission_reason, which admission
 -- decides by. A subject without an active binding, or a
 -- missing Project, is not_found project (as admission sees it). Reads only.
@@ -34,12 +34,13 @@ begin
     'subject', v_subject.name, 'subjectKind', v_subject.kind, 'role', v_role)
     || (select jsonb_object_agg(k.key, case ql.admission_reason(v_project.status, v_role, v_subject.kind, k.permission)
                  when 'ok' then 'allow' when 'agent.approval_required' then 'approval_required' else 'deny' end)
-          from (values ('runRead', 'run.read'), ('runStart', 'run.start'), ('runStop', 'run.stop')) k(key, permission));
+          from (values ('runRead', 'run.read'), ('runStart', 'run.start'), ('runStop', 'run.stop'),
+                       ('taskWrite', 'task.write')) k(key, permission));
 end;
 $$;
 
 comment on function ql_api.project_view_v1(uuid, uuid) is
-'Returns found {projectId, project, projectStatus, subject, subjectKind, role, runRead, runStart, runStop: '
+'Returns found {projectId, project, projectStatus, subject, subjectKind, role, runRead, runStart, runStop, taskWrite: '
 'allow | deny | approval_required} | invalid (project_id, subject_id) | not_found (project: also without an '
 'active binding). Raises nothing on input.';
 grant execute on function ql_api.project_view_v1(uuid, uuid) to ql_runtime;

@@ -21,8 +21,8 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 -- p_cron: a 5- or 6-field (second first) cron expression (ql.cron_parse), read on the wall clock of p_timezone (an
--- IANA zone name of pg_timezone_names, exactly as listed there); p_overlap: skip (the default: a fire time while a Run of the
--- task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
+-- IANA zone name of pg_timezone_names, exactly as listed there: ql.timezone_is_valid); p_overlap: skip (the default:
+-- a fire time while a Run of the task is not terminal enqueues nothing) or allow. A NULL p_cron clears the schedule (the other arguments are
 -- then not read). The next fire time is computed from now; changing only the overlap policy keeps it.
 -- A fire time of the old schedule that is due (it came, and no scheduler pass has handled it yet) is never dropped:
 -- a change or a clear first handles it exactly as the scheduler would (ql.schedule_fire: a Run, or a recorded skip,
@@ -42,10 +42,7 @@ begin
   if p_cron is not null then
     select * into v_parsed from ql.cron_parse(v_cron);
     if v_parsed.refusal is not null then return v_parsed.refusal; end if;
-    if p_timezone is null or p_timezone ~ '^(posix|right)/' or p_timezone in ('Factory', 'localtime', 'posixrules')
-       or not exists (select 1 from pg_catalog.pg_timezone_names z where z.name = p_timezone) then
-      return ql.outcome('invalid', 'timezone');
-    end if;
+    if not ql.timezone_is_valid(p_timezone) then return ql.outcome('invalid', 'timezone'); end if;
     if p_overlap is null or p_overlap not in ('skip', 'allow') then return ql.outcome('invalid', 'overlap'); end if;
   end if;
 

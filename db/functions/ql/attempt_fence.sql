@@ -31,8 +31,9 @@ as $$
 -- no fenced call writes the session, and whoever ends it (replacement, enrolment, disabling) reads no
 -- Attempt, so a call in flight while a session ends is ordered before that end, and a call that starts
 -- after it commits reads the ended session and is fenced.
--- Identity columns (offer → attempt → run → project) never change, so they are compared before
--- the locks; liveness (session, generation, lease generation, token digest) after them.
+-- Identity columns (attempt → offer, run → project) never change, so they are compared before the locks; liveness
+-- (session, generation, lease generation, token digest) after them. The Attempt is found by its id: an Attempt of
+-- another Worker (or none) is not_found (offer), and a wrong offer, Run or Project beside it is identity_mismatch.
 declare
   v_offer_worker uuid;
   v_identity boolean;
@@ -56,12 +57,12 @@ begin
     return;
   end if;
 
-  -- Identity (immutable columns, no locks yet). An offer made to another Worker does not exist for this one.
+  -- Identity (immutable columns, no locks yet). An Attempt offered to another Worker does not exist for this one.
   select a.worker_id,
-         a.id = p_attempt_id
+         a.offer_id = p_offer_id
          and exists (select 1 from ql.runs r where r.id = a.run_id and r.id = p_run_id and r.project_id = p_project_id)
     into v_offer_worker, v_identity
-    from ql.run_attempts a where a.offer_id = p_offer_id;
+    from ql.run_attempts a where a.id = p_attempt_id;
   if v_offer_worker is null or v_offer_worker <> p_worker_id then
     outcome := ql.outcome('not_found', 'offer');
     return;

@@ -9,15 +9,18 @@ parallel safe
 --   run.stop  : owner, admin, operator
 --   secret.read  : owner, admin, operator, viewer (names, versions, sizes: never a value)
 --   secret.write : owner, admin
+--   task.write   : owner, admin (a task's plan is what Workers run: a new revision, its status, its schedule)
 return coalesce(case p_permission
   when 'run.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
   when 'run.start' then p_role in ('owner', 'admin', 'operator')
   when 'run.stop' then p_role in ('owner', 'admin', 'operator')
   when 'secret.read' then p_role in ('owner', 'admin', 'operator', 'viewer')
   when 'secret.write' then p_role in ('owner', 'admin')
+  when 'task.write' then p_role in ('owner', 'admin')
 end, false);
 
 comment on function ql.role_allows(text, text) is
-'Returns true when the role grants the permission (run.read, run.start, run.stop, secret.read, secret.write), '
+'Returns true when the role grants the permission (run.read, run.start, run.stop, secret.read, secret.write, '
+'task.write), '
 'false for anything else. '
 'Never raises.';

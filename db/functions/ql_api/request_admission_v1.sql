@@ -29,7 +29,8 @@ declare
 begin
   if p_token_digest is null or octet_length(p_token_digest) <> 32 then return ql.outcome('invalid', 'token_digest'); end if;
   if p_project_id is null then return ql.outcome('invalid', 'project_id'); end if;
-  if p_permission is null or p_permission not in ('run.read', 'run.start', 'run.stop', 'secret.read', 'secret.write') then
+  if p_permission is null or p_permission not in ('run.read', 'run.start', 'run.stop', 'secret.read', 'secret.write',
+                                                      'task.write') then
     return ql.outcome('invalid', 'permission');
   end if;
   if p_route is null or length(p_route) not between 1 and 200 then return ql.outcome('invalid', 'route'); end if;

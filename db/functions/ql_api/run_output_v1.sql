@@ -23,7 +23,8 @@ as $$
 -- chunk end and its next chunk's offset is dropped output; chunks trimmed between two pages are simply
 -- not seen (the offsets jump too).
 -- A Run of another Project and a missing Run are the same not_found (run); a missing Attempt number is
--- not_found (attempt). A Run without an Attempt answers attempt null and empty lists.
+-- not_found (attempt). A Run without an Attempt answers attempt null and empty lists. The Attempt names the Worker
+-- that holds it by its name only (as project_workers_v1 does: never its id) and when it was claimed and started.
 declare
   v_after bigint := coalesce(p_after_seq, 0);
   v_max integer := coalesce(p_max_bytes, 262144);
@@ -82,7 +83,9 @@ begin
     'runStatus', v_run.status,
     'attempt', jsonb_build_object(
       'attemptId', v_attempt.id, 'attemptNo', v_attempt.attempt_no, 'status', v_attempt.status,
-      'exitCode', v_attempt.exit_code, 'errorCode', v_attempt.error_code, 'endedAtMs', v_attempt.ended_at_ms),
+      'exitCode', v_attempt.exit_code, 'errorCode', v_attempt.error_code, 'endedAtMs', v_attempt.ended_at_ms,
+      'claimedAtMs', v_attempt.claimed_at_ms, 'startedAtMs', v_attempt.started_at_ms,
+      'workerName', (select w.name from ql.workers w where w.id = v_attempt.worker_id)),
     'attempts', v_attempts,
     'streams', coalesce((
       select jsonb_agg(jsonb_build_object(

@@ -7,7 +7,8 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 -- Each with its status, its current plan's summary (argv, pool, timeoutMs, maxAttempts) and its schedule if any,
--- with its next three fire times (ql.schedule_fires_ahead).
+-- with its next three fire times (ql.schedule_fires_ahead); its current plan in full (plan: what a client starts a
+-- new revision from, so that a field it does not edit is kept) and whether that revision is signed.
 -- Another Project's tasks never appear. Reads only. Operators call it as a DBA; the user API (`run.read`) calls it with the admitted id.
 declare
   v_project ql.projects;
@@ -20,6 +21,7 @@ begin
               'taskId', t.id, 'name', t.name, 'status', t.status, 'revisionId', t.current_revision_id,
               'argv', r.plan_json -> 'argv', 'pool', coalesce(r.plan_json ->> 'pool', 'default'),
               'timeoutMs', r.plan_json -> 'timeoutMs', 'maxAttempts', r.plan_json -> 'maxAttempts',
+              'plan', r.plan_json, 'signed', r.plan_signature is not null,
               'schedule', case when sc.task_id is not null then jsonb_build_object(
                 'cron', sc.cron, 'timezone', sc.timezone, 'overlap', sc.overlap,
                 'nextFiresMs', to_jsonb(ql.schedule_fires_ahead(sc.cron, sc.timezone, sc.next_fire_at_ms, 3)))

@@ -18,6 +18,7 @@ select a.offer_id, a.id, a.worker_id, a.session_id, a.claimed_at_ms, a.offer_exp
   from ql.run_attempts a;
 
 
+alter table ql.run_attempts add constraint run_attempts_offer_id_key unique (offer_id);
 drop index ql.run_attempts_pull_idx;
 alter table ql.run_attempts drop column session_id, drop column offer_expires_at_ms, drop column pull_id;
 comment on column ql.run_attempts.offer_id is null;

@@ -20,8 +20,12 @@ alter table ql.run_attempts
   alter column session_id set not null,
   alter column offer_expires_at_ms set not null;
 create unique index run_attempts_pull_idx on ql.run_attempts (worker_id, pull_id) where pull_id is not null;
+-- Every fenced call finds its Attempt by id and compares the offer id with it (ql.attempt_fence): no index on the
+-- offer id alone, which took an entry at the Attempt's insert and its non-HOT end (docs/decisions/0029).
+alter table ql.run_attempts drop constraint run_attempts_offer_id_key;
 comment on index ql.run_attempts_pull_idx is 'The Attempt a pull made, by the Worker''s pull id (the replay of a lost answer).';
-comment on column ql.run_attempts.offer_id is 'The id of the offer that made this Attempt (the Worker names its work by it).';
+comment on column ql.run_attempts.offer_id is
+'The id of the offer that made this Attempt (a random uuid): every fenced call names it beside the Attempt''s id.';
 comment on column ql.run_attempts.session_id is 'The Worker session the offer was made in.';
 comment on column ql.run_attempts.offer_expires_at_ms is 'Until when the offer stood (its first Lease expiry).';
 comment on column ql.run_attempts.pull_id is 'The Worker''s id for the pull that made it (NULL: a pull that cannot be replayed).';

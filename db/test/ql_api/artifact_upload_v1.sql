@@ -242,7 +242,7 @@ select is(pg_temp.state(), :'before', '33-byte token digest is invalid and nothi
 -- not_found, identity and liveness fences (scenario A is the other Worker).
 set local role ql_runtime;
 select is(ql_api.artifact_upload_v1(:'b_w', :'b_s', 1, :'b_p', :'b_r', :'b_a', gen_random_uuid(), 1, :'d', 'log', sha256('hello'::bytea), 5, 'hello'::bytea),
-  '{"status": "not_found", "reason": "offer"}', 'an unknown offer is not_found');
+  '{"status": "fenced", "reason": "identity_mismatch"}', 'an unknown offer beside the Attempt''s id is fenced identity_mismatch');
 reset role;
 select is(pg_temp.state(), :'before', 'unknown offer is not_found and nothing changes');
 set local role ql_runtime;
@@ -262,7 +262,7 @@ reset role;
 select is(pg_temp.state(), :'before', 'another Run''s id is fenced and nothing changes');
 set local role ql_runtime;
 select is(ql_api.artifact_upload_v1(:'b_w', :'b_s', 1, :'b_p', :'b_r', :'a_a', :'b_oid', 1, :'d', 'log', sha256('hello'::bytea), 5, 'hello'::bytea),
-  '{"status": "fenced", "reason": "identity_mismatch"}', 'another Attempt''s id under this offer is fenced identity_mismatch');
+  '{"status": "not_found", "reason": "offer"}', 'another Worker''s Attempt named under this offer is not_found: it does not exist for this one');
 reset role;
 select is(pg_temp.state(), :'before', 'another Attempt''s id is fenced and nothing changes');
 set local role ql_runtime;

@@ -566,10 +566,10 @@ select is(pg_temp.state(), :'before', 'a 33-byte token digest is invalid and not
 
 set local role ql_runtime;
 select is(ql_api.attempt_activation_v1('starting', :'w', :'s', 1, :'e_project', :'e_run', :'e_attempt', gen_random_uuid(), 1, :'tok'::bytea, null),
-  '{"status": "not_found", "reason": "offer"}'::jsonb,
-  'an unknown offer is not found');
+  '{"status": "fenced", "reason": "identity_mismatch"}'::jsonb,
+  'an unknown offer beside the Attempt''s id is fenced identity_mismatch');
 reset role;
-select is(pg_temp.state(), :'before', 'an unknown offer is not found and nothing changes');
+select is(pg_temp.state(), :'before', 'an unknown offer changes nothing');
 
 set local role ql_runtime;
 select is(ql_api.attempt_activation_v1('starting', :'w', :'s', 1, :'f_project', :'f_run', :'f_attempt', :'f_offer', 1, :'tok'::bytea, null),

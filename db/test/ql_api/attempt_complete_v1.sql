@@ -590,7 +590,7 @@ select is(pg_temp.state(), :'before', '33-byte token digest is invalid and nothi
 -- not_found, identity and liveness fences (scenario X is the other Worker).
 set local role ql_runtime;
 select is(ql_api.attempt_complete_v1(:'v_w', :'v_s', 1, :'v_p', :'v_r', :'v_a', gen_random_uuid(), 1, :'d', 1, 0, null, '[]'),
-  '{"status": "not_found", "reason": "offer"}', 'an unknown offer is not_found');
+  '{"status": "fenced", "reason": "identity_mismatch"}', 'an unknown offer beside the Attempt''s id is fenced identity_mismatch');
 reset role;
 select is(pg_temp.state(), :'before', 'unknown offer is not_found and nothing changes');
 set local role ql_runtime;
@@ -610,7 +610,7 @@ reset role;
 select is(pg_temp.state(), :'before', 'another Run''s id is fenced and nothing changes');
 set local role ql_runtime;
 select is(ql_api.attempt_complete_v1(:'v_w', :'v_s', 1, :'v_p', :'v_r', :'x_a', :'v_oid', 1, :'d', 1, 0, null, '[]'),
-  '{"status": "fenced", "reason": "identity_mismatch"}', 'another Attempt''s id under this offer is fenced identity_mismatch');
+  '{"status": "not_found", "reason": "offer"}', 'another Worker''s Attempt named under this offer is not_found: it does not exist for this one');
 reset role;
 select is(pg_temp.state(), :'before', 'another Attempt''s id is fenced and nothing changes');
 set local role ql_runtime;

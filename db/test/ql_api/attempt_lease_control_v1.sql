@@ -248,7 +248,7 @@ reset role;
 select pg_temp.state() as before \gset
 set local role ql_runtime;
 select is(ql_api.attempt_lease_control_v1(:'a_w', :'a_s', 1, :'a_p', :'a_r', :'a_a', gen_random_uuid(), 1, :'d', 3),
-  '{"status": "not_found", "reason": "offer"}', 'an unknown offer is not_found');
+  '{"status": "fenced", "reason": "identity_mismatch"}', 'an unknown offer beside the Attempt''s id is fenced identity_mismatch');
 reset role;
 select is(pg_temp.state(), :'before', 'unknown offer is not_found and nothing changes');
 set local role ql_runtime;
@@ -268,7 +268,7 @@ reset role;
 select is(pg_temp.state(), :'before', 'another Run''s id is fenced and nothing changes');
 set local role ql_runtime;
 select is(ql_api.attempt_lease_control_v1(:'a_w', :'a_s', 1, :'a_p', :'a_r', :'b_a', :'a_oid', 1, :'d', 3),
-  '{"status": "fenced", "reason": "identity_mismatch"}', 'another Attempt''s id under this offer is fenced identity_mismatch');
+  '{"status": "not_found", "reason": "offer"}', 'another Worker''s Attempt named under this offer is not_found: it does not exist for this one');
 reset role;
 select is(pg_temp.state(), :'before', 'another Attempt''s id is fenced and nothing changes');
 

@@ -307,7 +307,8 @@ select is(:'never_stored'::jsonb, :'not_named'::jsonb, '... exactly as a digest 
 select is(:'upper_digest'::jsonb, '{"status": "invalid", "reason": "digest"}', 'a malformed digest is invalid');
 select is(:'wrong_token'::jsonb, '{"status": "fenced", "reason": "token_mismatch"}',
   'a fetch under another token (a stale Lease holder) is fenced');
-select is(:'other_offer'::jsonb, '{"status": "not_found", "reason": "offer"}', 'a fetch naming another offer is not_found');
+select is(:'other_offer'::jsonb, '{"status": "fenced", "reason": "identity_mismatch"}',
+  'a fetch naming another offer beside the Attempt''s id is fenced identity_mismatch');
 
 -- Nothing a fetch did changed a row (the starting and running ACKs did, so compare after them).
 select pg_temp.bstate() as after_acks \gset

@@ -164,7 +164,7 @@ select is(ql_api.output_append_v1(null, (:'a_o'::jsonb ->> 'sessionId')::uuid, 1
 select is(ql_api.output_append_v1((:'a_o'::jsonb ->> 'workerId')::uuid, (:'a_o'::jsonb ->> 'sessionId')::uuid, 1,
             (:'a_o'::jsonb ->> 'projectId')::uuid, (:'a_o'::jsonb ->> 'runId')::uuid, :'a_a', gen_random_uuid(), 1, :'d',
             'stdout', 11, 'x'::bytea),
-  '{"status": "not_found", "reason": "offer"}', 'an unknown offer is not_found');
+  '{"status": "fenced", "reason": "identity_mismatch"}', 'an unknown offer beside the Attempt''s id is fenced identity_mismatch');
 reset role;
 select is(pg_temp.ostate(), :'before', 'every invalid or unknown input changed nothing');
 

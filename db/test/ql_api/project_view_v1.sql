@@ -27,18 +27,19 @@ return (select case a ->> 'decision' when 'require_approval' then 'approval_requ
 select pg_temp.pstate() as before \gset
 select is(ql_api.project_view_v1(:'p', :'alice'), jsonb_build_object('status', 'found', 'projectId', :'p',
   'project', 'pv-jobs', 'projectStatus', 'active', 'subject', 'pv-alice', 'subjectKind', 'user', 'role', 'operator',
-  'runRead', 'allow', 'runStart', 'allow', 'runStop', 'allow'), 'an operator may read, start and stop');
+  'runRead', 'allow', 'runStart', 'allow', 'runStop', 'allow', 'taskWrite', 'deny'),
+  'an operator may read, start and stop, and not write tasks');
 select is(ql_api.project_view_v1(:'p', :'val') - 'projectId' - 'project' - 'projectStatus' - 'subject' - 'subjectKind',
-  '{"status": "found", "role": "viewer", "runRead": "allow", "runStart": "deny", "runStop": "deny"}',
+  '{"status": "found", "role": "viewer", "runRead": "allow", "runStart": "deny", "runStop": "deny", "taskWrite": "deny"}',
   'a viewer may only read');
 select is(ql_api.project_view_v1(:'p', :'bot') ->> 'runStop', 'approval_required', 'an agent''s stop needs approval');
 select is(pg_temp.pstate(), :'before', 'viewing changes nothing');
 
 select is(array(select ql_api.project_view_v1(:'p', s.id) ->> k from ql.subjects s,
-                  unnest(array['runRead', 'runStart', 'runStop']) k where s.name in ('pv-alice', 'pv-val', 'pv-bot')
+                  unnest(array['runRead', 'runStart', 'runStop', 'taskWrite']) k where s.name in ('pv-alice', 'pv-val', 'pv-bot')
                  order by s.name, k),
           array(select pg_temp.admitted(s.name, perm) from ql.subjects s,
-                  unnest(array['run.read', 'run.start', 'run.stop']) perm where s.name in ('pv-alice', 'pv-val', 'pv-bot')
+                  unnest(array['run.read', 'run.start', 'run.stop', 'task.write']) perm where s.name in ('pv-alice', 'pv-val', 'pv-bot')
                  order by s.name, perm),
   'each decision is the one admission takes');
 

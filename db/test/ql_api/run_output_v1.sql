@@ -65,7 +65,9 @@ select is(:'page'::jsonb - 'attempt' - 'chunks', jsonb_build_object(
       jsonb_build_object('stream', 'stderr', 'nextOffset', 5, 'headBytes', 524288, 'keptBytes', 5))),
   'the Run''s status, its Attempt count and each stream''s totals (stdout first)');
 select is(:'page'::jsonb -> 'attempt', (select jsonb_build_object('attemptId', a.id, 'attemptNo', 1, 'status', 'running',
-    'exitCode', null, 'errorCode', null, 'endedAtMs', null) from ql.run_attempts a where a.id = :'a1'),
+    'exitCode', null, 'errorCode', null, 'endedAtMs', null, 'claimedAtMs', a.claimed_at_ms,
+    'startedAtMs', a.started_at_ms, 'workerName', (select w.name from ql.workers w where w.id = a.worker_id))
+    from ql.run_attempts a where a.id = :'a1'),
   'the Attempt: its id, number, status, exit code, error code and end');
 select is(pg_temp.seen(:'page'), 'stdout@0:one  stderr@0:warn stdout@4:two  stdout@8:three-and-more stderr@4:!',
   'every chunk of both streams, in arrival order, data as base64');
@@ -143,12 +145,16 @@ select is(:'done'::text, 'completed', 'setup: Attempt 1 completes with exit code
 select ok(nullif(:'a2', '') is not null, 'setup: the retry is offered as Attempt 2');
 select is(:'latest'::jsonb, jsonb_build_object('status', 'output', 'runStatus', 'queued', 'attempts', 2,
     'attempt', (select jsonb_build_object('attemptId', a.id, 'attemptNo', 2, 'status', 'claimed', 'exitCode', null,
-                                          'errorCode', null, 'endedAtMs', null) from ql.run_attempts a where a.id = :'a2'),
+                                          'errorCode', null, 'endedAtMs', null, 'claimedAtMs', a.claimed_at_ms,
+                                          'startedAtMs', null, 'workerName', (select w.name from ql.workers w
+                                          where w.id = a.worker_id)) from ql.run_attempts a where a.id = :'a2'),
     'streams', '[]'::jsonb, 'chunks', '[]'::jsonb, 'more', false),
   'without an Attempt number: the latest Attempt, with no output yet');
 select is(:'second'::jsonb, :'latest'::jsonb, 'Attempt 2 named by its number is the same');
 select is(:'first'::jsonb -> 'attempt', (select jsonb_build_object('attemptId', a.id, 'attemptNo', 1, 'status', 'failed',
-    'exitCode', 1, 'errorCode', a.error_code, 'endedAtMs', a.ended_at_ms) from ql.run_attempts a where a.id = :'a1'),
+    'exitCode', 1, 'errorCode', a.error_code, 'endedAtMs', a.ended_at_ms, 'claimedAtMs', a.claimed_at_ms,
+    'startedAtMs', a.started_at_ms, 'workerName', (select w.name from ql.workers w where w.id = a.worker_id))
+    from ql.run_attempts a where a.id = :'a1'),
   'Attempt 1 by its number: ended, failed, exit code 1');
 select is(pg_temp.seen(:'first'), pg_temp.seen(:'page'), 'and its output is still there');
 select is((:'first'::jsonb ->> 'attempts')::int, 2, 'attempts counts every Attempt of the Run');

@@ -41,8 +41,9 @@ select is(:'listed'::jsonb - 'tasks', jsonb_build_object('status', 'listed', 'pr
 select is(jsonb_path_query_array(:'listed'::jsonb, '$.tasks[*].name'), '["backup", "build"]',
   'only this Project''s tasks, by name: another Project''s never appear');
 select is((:'listed'::jsonb -> 'tasks' -> 1) - 'revisionId', jsonb_build_object('taskId', :'build'::uuid, 'name', 'build', 'status', 'active',
-  'argv', '["make"]'::jsonb, 'pool', 'gpu', 'timeoutMs', 5000, 'maxAttempts', 2, 'schedule', null),
-  'a task answers its current plan''s summary and no schedule');
+  'argv', '["make"]'::jsonb, 'pool', 'gpu', 'timeoutMs', 5000, 'maxAttempts', 2, 'schedule', null,
+  'plan', '{"argv": ["make"], "pool": "gpu", "timeoutMs": 5000, "maxAttempts": 2}'::jsonb, 'signed', false),
+  'a task answers its current plan''s summary, the plan in full, unsigned, and no schedule');
 select is((:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule') - 'nextFiresMs',
   '{"cron": "0 3 * * *", "timezone": "UTC", "overlap": "skip"}', 'a scheduled task answers its schedule');
 select is(:'listed'::jsonb -> 'tasks' -> 0 -> 'schedule' -> 'nextFiresMs',

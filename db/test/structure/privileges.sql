@@ -32,12 +32,14 @@ select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
-  array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_complete_v1', 'attempt_lease_control_v1',
-        'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1', 'project_view_v1', 'project_workers_v1',
-        'request_admission_v1',
+  array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_activation_v2', 'attempt_complete_v1',
+        'attempt_lease_control_v1', 'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1',
+        'project_view_v1', 'project_workers_v1', 'request_admission_v1',
         'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
-        'run_timeline_v1', 'secret_delete_v1', 'secret_list_v1', 'secret_rewrap_page_v1', 'secret_rewrap_v1',
-        'secret_set_v1', 'storage_health_v1', 'subject_admission_v1', 'subject_projects_v1', 'task_list_v1',
+        'run_timeline_v1', 'run_timeline_v2', 'schedule_preview_v1', 'secret_delete_v1', 'secret_list_v1',
+        'secret_rewrap_page_v1', 'secret_rewrap_v1', 'secret_set_v1', 'storage_health_v1', 'subject_admission_v1',
+        'subject_projects_v1', 'task_list_v1', 'task_revision_create_v1', 'task_schedule_change_v1',
+        'task_status_change_v1',
         'worker_certificate_expiry_v1', 'worker_session_heartbeat_v1', 'worker_session_open_v1'],
   'ql_runtime executes exactly the shell''s API (not convergence, not policy changes)');
 select is(

@@ -184,6 +184,8 @@ def _check_path_ids(request: web.Request) -> None:
             raise Refusal("wire.bad_uuid", f"path {name} is not a canonical uuid")
         if name == "project" and not _NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path project is not a project id or name")
+        if name == "task" and not _NAME.fullmatch(value):
+            raise Refusal("wire.bad_pattern", "path task is not a task name")
         if name == "name" and not _SECRET_NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path secret name is not [A-Z_][A-Z0-9_]{0,63}")
 

@@ -25,6 +25,8 @@ pointed at (read only).
     client_ca = "worker-ca.crt"
     max_connections = 1024           # the connection budget (each key optional; defaults in BUDGETS)
     tls_handshake_timeout = 10.0     # seconds
+    max_handshakes = 64              # TLS handshakes under way at once
+    max_handshakes_per_source = 16   # of them from one IPv4 address or IPv6 /64
     header_timeout = 10.0
     body_timeout = 30.0
     idle_timeout = 75.0
@@ -45,8 +47,8 @@ pointed at (read only).
 Relative paths are relative to the file. The file is read exactly: an unknown section or key, a
 missing one, a wrong type or a value out of range is one line naming it (the wire contracts' field
 engine). Every listener has its own budget (docs/operations.md, "Connection budgets"); the admin
-listener is plain HTTP, so it takes no tls_handshake_timeout. `processes` > 1 needs fixed ports for the
-worker and user listeners (every process binds the same ones).
+listener is plain HTTP, so it takes no tls_handshake_timeout, max_handshakes or max_handshakes_per_source.
+`processes` > 1 needs fixed ports for the worker and user listeners (every process binds the same ones).
 
 SIGHUP makes a running shell read the file again (qinglong.shell.server): the two secrets, the key-encryption
 keys and the listeners' certificate, key and client CA files take effect for the next session, the next
@@ -85,14 +87,17 @@ class Budget:
     idle_timeout: float  # end of a response → first byte of the next request
     max_header_count: int  # header fields in one request head
     max_header_bytes: int  # one request head: request line, header fields and line ends
+    max_handshakes: int = 64  # TLS handshakes under way at once; the next accepted connection waits its turn
+    max_handshakes_per_source: int = 16  # of them from one source (IPv4 address, IPv6 /64); likewise
 
 
 BUDGETS: Final = {  # the defaults, per listener section
-    "worker_listener": Budget(1024, 10.0, 10.0, 30.0, 75.0, 32, 16384),
-    "user_listener": Budget(256, 10.0, 10.0, 30.0, 30.0, 32, 16384),
-    "admin_listener": Budget(16, 10.0, 10.0, 10.0, 30.0, 32, 8192),
+    "worker_listener": Budget(1024, 10.0, 10.0, 30.0, 75.0, 32, 16384, 64, 16),
+    "user_listener": Budget(256, 10.0, 10.0, 30.0, 30.0, 32, 16384, 32, 8),
+    "admin_listener": Budget(16, 10.0, 10.0, 10.0, 30.0, 32, 8192),  # no TLS: the handshake budget is unused
 }
 BUDGET_KEYS: Final = tuple(f.name for f in dataclasses.fields(Budget))
+TLS_ONLY: Final = ("tls_handshake_timeout", "max_handshakes", "max_handshakes_per_source")  # refused for admin
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,10 @@ class _Listener(Record):
     idle_timeout: float | None = wire(Seconds(0.1, 3600), name="idle_timeout", optional=True, default=None)
     max_header_count: int | None = wire(Int(1, 1024), name="max_header_count", optional=True, default=None)
     max_header_bytes: int | None = wire(Int(1024, 1048576), name="max_header_bytes", optional=True, default=None)
+    max_handshakes: int | None = wire(Int(1, 100_000), name="max_handshakes", optional=True, default=None)
+    max_handshakes_per_source: int | None = wire(
+        Int(1, 100_000), name="max_handshakes_per_source", optional=True, default=None
+    )
 
 
 class _Database(Record):
@@ -181,8 +190,9 @@ def _listener(given: _Listener, base: Path, name: str, needed: tuple[str, ...]) 
     for key in needed:
         if key not in paths or not paths[key].is_file():
             raise ConfigError(f"[{name}] {key} is missing or not a file")
-    if name == "admin_listener" and given.tls_handshake_timeout is not None:
-        raise ConfigError("[admin_listener] tls_handshake_timeout: the admin listener is plain HTTP (no TLS)")
+    for key in TLS_ONLY if name == "admin_listener" else ():
+        if getattr(given, key) is not None:
+            raise ConfigError(f"[admin_listener] {key}: the admin listener is plain HTTP (no TLS)")
     defaults = BUDGETS[name]
     budget = Budget(
         **{k: getattr(defaults, k) if getattr(given, k) is None else getattr(given, k) for k in BUDGET_KEYS}

@@ -18,8 +18,9 @@ from typing import Final
 
 from aiohttp import web
 
-from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, paths
+from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, TASK_SCHEMA, paths
 from qinglong.wire.common import ENDED_RUN_STATUSES, RUN_STATUSES
+from qinglong.wire.reasons import ENDS, START_FAILURES
 
 PREFIX: Final = "/console/"
 FILES: Final = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
@@ -27,13 +28,19 @@ CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-USER_PATHS: Final = ("PROJECT", "RUNS", "RUN", "RUN_CANCELLATION", "RUN_OUTPUT", "TASKS", "WORKERS")  # of wire.paths
+USER_PATHS: Final = (  # of wire.paths
+    "PROJECT", "RUNS", "RUN", "RUN_CANCELLATION", "RUN_OUTPUT", "TASKS", "WORKERS",
+    "TASK", "TASK_STATUS", "TASK_SCHEDULE", "SCHEDULE_PREVIEW",
+)  # fmt: skip
 WIRE: Final = {  # what wire.js exports, by name
     "PATHS": {name: getattr(paths, name) for name in USER_PATHS},
     "ENQUEUE_SCHEMA": ENQUEUE_SCHEMA,
     "CANCELLATION_SCHEMA": CANCELLATION_SCHEMA,
+    "TASK_SCHEMA": TASK_SCHEMA,
     "RUN_STATUSES": RUN_STATUSES,
     "ENDED_RUN_STATUSES": ENDED_RUN_STATUSES,
+    "START_FAILURES": dict(START_FAILURES),  # why an Attempt ended without an exit code: code → message
+    "ENDS": dict(ENDS),
 }
 HEADERS: Final = {
     "Content-Security-Policy": CSP,

@@ -4,8 +4,8 @@ sockets it binds and accepts), the process's RLIMIT_NOFILE, the shell's metrics 
 
 Why not web.TCPSite or loop.create_server(ssl=…): asyncio wraps every accepted socket in a TLS transport
 (a 256 KiB read buffer, then the handshake) before any protocol factory could refuse it. Here the accept
-loop closes a connection beyond max_connections at once, before any TLS, and hands the others to the
-public loop.connect_accepted_socket with ssl_handshake_timeout.
+loop closes a connection beyond max_connections at once, before any TLS, and starts the handshakes of the
+others within the handshake budget (below).
 
 Why a RequestHandler subclass (_Connection): aiohttp 3.14 bounds one header line (max_line_size,
 max_field_size) and the header count (max_headers), and has one keep-alive timer that covers both an
@@ -19,16 +19,37 @@ Transfer-Encoding included; a chunk that breaks inside a body being read fails t
 _feed). It reads one private attribute, `_messages` (the queue of parsed requests), to see a head
 complete. aiohttp is pinned (3.14.5); tests/integration/shell/test_budgets.py exercises
 every budget.
+
+Memory under floods (docs/decisions/0027-shell-memory-under-floods.md): each TLS connection gets asyncio's own
+TLS protocol (asyncio.sslproto.SSLProtocol, a module asyncio does not export; its constructor has not changed
+from 3.11 to 3.13) with a 32 KiB read buffer instead of 256 KiB, built here and handed to
+loop.connect_accepted_socket as the protocol of a plain transport, as asyncio itself does with ssl=. At most
+max_handshakes handshakes are under way on a listener, and max_handshakes_per_source from one source (an IPv4
+address, an IPv6 /64); a connection accepted beyond them waits (_Handshakes: a socket and its accept time, no
+TLS state) until a handshake ends, the sources taking turns, or until its tls_handshake_timeout. A failed
+handshake's exception holds the frames that hold the connection (its buffers, its OpenSSL object) in reference
+cycles that only a full garbage collection frees; _connect clears those frames and calls the aiohttp protocol's
+connection_lost (which drops its parser, another cycle), so the connection is freed at once. The reclaimer
+(one per process) runs gc.collect() and glibc's malloc_trim(0) when many connections ended in RECLAIM_EVERY_S,
+and once more after, so that the memory a flood took goes back to the system.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import ctypes
 import errno
+import gc
+import ipaddress
 import logging
 import resource
 import socket
 import ssl
+import time
+import traceback
+from asyncio import sslproto
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import hdrs, web
@@ -49,6 +70,9 @@ FD_SPARE: Final = 64  # stdio, listening sockets, log files, resolver sockets, a
 BACKLOG: Final = 128
 ACCEPT_RETRY_S: Final = 1.0  # after EMFILE/ENFILE/ENOBUFS/ENOMEM, as asyncio's own accept loop does
 HEAD_TOO_LARGE: Final = "the head is over the listener's header budget"
+TLS_READ_BUFFER: Final = 32 * 1024  # asyncio's is 256 KiB, allocated and zeroed for every connection
+RECLAIM_EVERY_S: Final = 10.0
+RECLAIM_AFTER: Final = 64  # connections ended since the last pass: a flood (or a busy minute)
 
 
 def ensure_fd_limit(config: ShellConfig) -> int:
@@ -80,6 +104,8 @@ class BudgetedListener:
         self.ssl_context = ssl_context  # what the next accepted connection gets (a SIGHUP reload replaces it)
         self._sockets: list[socket.socket] = []
         self._handshakes: set[asyncio.Task[None]] = set()
+        self._shakes = _Handshakes(budget)
+        self._sweeper: asyncio.TimerHandle | None = None  # closes waiting connections at tls_handshake_timeout
         # aiohttp's own keep-alive timer only backs ours up: it never fires first.
         self.handler_kwargs: Final[dict[str, Any]] = {
             "keepalive_timeout": budget.idle_timeout + budget.header_timeout + 1.0,
@@ -116,14 +142,23 @@ class BudgetedListener:
             raise
         for sock in self._sockets:
             self.loop.add_reader(sock.fileno(), self._accept, sock)
+        RECLAIMER.attach(self.loop)
 
     async def stop(self) -> None:
         """Stop accepting and abandon the TLS handshakes under way (open connections are the Server's)."""
+        if self._sockets:
+            RECLAIMER.detach()
         for sock in self._sockets:
             if sock.fileno() >= 0:
                 self.loop.remove_reader(sock.fileno())
             sock.close()
         self._sockets.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for sock in self._shakes.drain():
+            sock.close()
+            self.released()
         for task in list(self._handshakes):
             task.cancel()
         await asyncio.gather(*self._handshakes, return_exceptions=True)
@@ -138,11 +173,12 @@ class BudgetedListener:
     def released(self) -> None:
         self.open -= 1
         CONNECTIONS_OPEN.labels(self.name).dec()
+        RECLAIMER.ended += 1
 
     def _accept(self, listening: socket.socket) -> None:
         for _ in range(BACKLOG):
             try:
-                sock, _ = listening.accept()
+                sock, address = listening.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as exc:
@@ -159,32 +195,150 @@ class BudgetedListener:
             self.open += 1
             CONNECTIONS_OPEN.labels(self.name).inc()
             CONNECTIONS_ACCEPTED.labels(self.name).inc()
-            connection = _Connection(self, self._server, loop=self.loop, **self.handler_kwargs)
-            task = self.loop.create_task(self._connect(sock, connection))
-            self._handshakes.add(task)
-            task.add_done_callback(self._handshakes.discard)
+            source, now = _source(address), self.loop.time()
+            over = None if self.ssl_context is None else self._shakes.over(source)
+            if over is None:
+                self._start(sock, source, now)
+            else:  # its ClientHello waits in the kernel's socket buffer; the socket alone costs this process nothing
+                self._shakes.wait(sock, source, now)
+                self.hit(over)
+                if self._sweeper is None:
+                    self._sweeper = self.loop.call_at(now + self.budget.tls_handshake_timeout, self._sweep)
+
+    def _start(self, sock: socket.socket, source: str, accepted: float) -> None:
+        connection = _Connection(self, self._server, loop=self.loop, **self.handler_kwargs)
+        if self.ssl_context is not None:
+            self._shakes.begin(source)
+        task = self.loop.create_task(self._connect(sock, connection, source, accepted))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    def _admit(self) -> None:
+        """Start the handshakes of waiting connections while the budget has room (round robin over sources)."""
+        while (waiting := self._shakes.next()) is not None:
+            sock, source, accepted = waiting
+            if self.loop.time() - accepted >= self.budget.tls_handshake_timeout:
+                self._expire_waiting(sock)
+            else:
+                self._start(sock, source, accepted)
+
+    def _sweep(self) -> None:
+        """Close the waiting connections that reached tls_handshake_timeout while waiting."""
+        self._sweeper = None
+        for sock in self._shakes.expired(self.loop.time() - self.budget.tls_handshake_timeout):
+            self._expire_waiting(sock)
+        oldest = self._shakes.oldest()
+        if oldest is not None:
+            self._sweeper = self.loop.call_at(oldest + self.budget.tls_handshake_timeout, self._sweep)
+
+    def _expire_waiting(self, sock: socket.socket) -> None:
+        sock.close()
+        self.hit("tls_handshake_timeout")
+        self.released()
 
     def _resume(self, listening: socket.socket) -> None:
         if listening in self._sockets:
             self.loop.add_reader(listening.fileno(), self._accept, listening)
 
-    async def _connect(self, sock: socket.socket, connection: _Connection) -> None:
-        started = self.loop.time()
+    async def _connect(self, sock: socket.socket, connection: _Connection, source: str, accepted: float) -> None:
+        if self.ssl_context is None:
+            try:
+                await self.loop.connect_accepted_socket(_given(connection), sock)
+            except BaseException:  # cancelled by stop(), an OSError, or a bug: the slot is given back either way
+                connection.connection_lost(None)
+                raise
+            return
+        timeout = accepted + self.budget.tls_handshake_timeout - self.loop.time()  # counted from accept
+        done = self.loop.create_future()
+        tls = _TLS(self.loop, connection, self.ssl_context, done, True, ssl_handshake_timeout=timeout)  # type: ignore[arg-type]  # typeshed says int; asyncio takes seconds as a float
+        raw: asyncio.Transport | None = None
         try:
-            if self.ssl_context is None:
-                await self.loop.connect_accepted_socket(lambda: connection, sock)
-            else:
-                timeout = self.budget.tls_handshake_timeout
-                await self.loop.connect_accepted_socket(
-                    lambda: connection, sock, ssl=self.ssl_context, ssl_handshake_timeout=timeout
-                )
-        except OSError:  # ssl.SSLError and TimeoutError are OSErrors; asyncio closed the socket
-            if self.ssl_context is not None and self.loop.time() - started >= self.budget.tls_handshake_timeout:
+            raw, _ = await self.loop.connect_accepted_socket(_given(tls), sock)
+            await done  # the handshake: SSLProtocol calls connection.connection_made at its end
+        except OSError as exc:  # ssl.SSLError and TimeoutError are OSErrors; SSLProtocol closed the socket
+            _forget(exc)
+            if self.loop.time() - accepted >= self.budget.tls_handshake_timeout:
                 self.hit("tls_handshake_timeout")
-            connection.release()
+            connection.connection_lost(None)  # its slot back; aiohttp drops the parser that holds it in a cycle
         except BaseException:  # cancelled by stop(), or a bug: the slot is given back either way
-            connection.release()
+            if raw is not None:
+                raw.abort()
+            connection.connection_lost(None)
             raise
+        else:
+            if connection.transport is None:  # the connection was lost before the handshake ended
+                connection.connection_lost(None)
+        finally:
+            self._shakes.end(source)
+            if self._sockets:  # not stopping
+                self._admit()
+
+
+class _Handshakes:
+    """The handshake budget of one TLS listener: how many handshakes are under way, from which source, and
+    the accepted connections waiting for their turn, by source. The sources take turns (dict order: a source
+    served goes to the back), so a flooding source delays others by one handshake at most each round."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.under_way = 0
+        self.by_source: dict[str, int] = {}
+        self.waiting: dict[str, collections.deque[tuple[socket.socket, float]]] = {}
+
+    def over(self, source: str) -> str | None:
+        """The budget a new connection from `source` must wait for, if any. A source with connections waiting
+        is at its share or the listener full: whatever ends first admits the waiting ones (BudgetedListener._admit)
+        before any newer one."""
+        if self.under_way >= self.budget.max_handshakes:
+            return "max_handshakes"
+        if self.by_source.get(source, 0) >= self.budget.max_handshakes_per_source:
+            return "max_handshakes_per_source"
+        return None
+
+    def begin(self, source: str) -> None:
+        self.under_way += 1
+        self.by_source[source] = self.by_source.get(source, 0) + 1
+
+    def end(self, source: str) -> None:
+        self.under_way -= 1
+        left = self.by_source.pop(source) - 1
+        if left:
+            self.by_source[source] = left
+
+    def wait(self, sock: socket.socket, source: str, accepted: float) -> None:
+        self.waiting.setdefault(source, collections.deque()).append((sock, accepted))
+
+    def next(self) -> tuple[socket.socket, str, float] | None:
+        """The next waiting connection the budget has room for, taken off its queue."""
+        if self.under_way >= self.budget.max_handshakes:
+            return None
+        for source in self.waiting:  # at most max_handshakes / max_handshakes_per_source sources are full
+            if self.by_source.get(source, 0) < self.budget.max_handshakes_per_source:
+                queue = self.waiting.pop(source)
+                sock, accepted = queue.popleft()
+                if queue:
+                    self.waiting[source] = queue  # to the back
+                return sock, source, accepted
+        return None
+
+    def expired(self, before: float) -> list[socket.socket]:
+        """Take the waiting connections accepted before `before` off their queues."""
+        out = []
+        for source in list(self.waiting):
+            queue = self.waiting[source]
+            while queue and queue[0][1] <= before:
+                out.append(queue.popleft()[0])
+            if not queue:
+                del self.waiting[source]
+        return out
+
+    def oldest(self) -> float | None:
+        return min((queue[0][1] for queue in self.waiting.values()), default=None)
+
+    def drain(self) -> list[socket.socket]:
+        out = [sock for queue in self.waiting.values() for sock, _ in queue]
+        self.waiting.clear()
+        return out
 
 
 class _Connection(web.RequestHandler):
@@ -345,3 +499,111 @@ def _head_budget(exc: BaseException | None) -> str | None:
     if isinstance(exc, BadHttpMessage) and "Too many headers" in exc.message:
         return "max_header_count"
     return None
+
+
+class _TLS(sslproto.SSLProtocol):
+    """asyncio's TLS protocol with a smaller read buffer (the module's docstring)."""
+
+    max_size = TLS_READ_BUFFER
+
+
+def _given(protocol: asyncio.BaseProtocol) -> Callable[[], asyncio.BaseProtocol]:
+    """connect_accepted_socket's protocol factory for a protocol made already. Not a lambda in _connect: that
+    would make its locals closure cells, which keep a failed connection in a cycle with _connect's frame."""
+    return lambda: protocol
+
+
+def _forget(exc: BaseException) -> None:
+    """Clear the finished frames of a failed handshake's traceback: their locals (SSLProtocol, the exception
+    itself) form cycles that would keep the connection's buffers and OpenSSL object until a full collection."""
+    traceback.clear_frames(exc.__traceback__)
+    exc.__traceback__ = None
+
+
+def _source(address: Any) -> str:
+    """The key a handshake is counted under: an IPv4 address, or an IPv6 address's /64 (one host's usual
+    allotment)."""
+    host = str(address[0]) if isinstance(address, tuple) and address else str(address)
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if ip.version == 6:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's malloc_trim(0), or None where the C library has none (musl)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: trim(0)
+
+
+class _Reclaimer:
+    """Hands back the memory of ended connections: every RECLAIM_EVERY_S, when at least RECLAIM_AFTER
+    connections ended since the last pass (and once more at the next tick when any did, so that the end of a
+    flood is reclaimed too), a full garbage collection then malloc_trim(0). One per process, ticking while
+    any listener runs. The objects that exist when the first listener starts (modules, the applications,
+    the pool) are frozen (gc.freeze) until the last one stops: a full collection then scans only what
+    connections and requests made since, which keeps a pass to a few milliseconds."""
+
+    def __init__(self) -> None:
+        self.ended = 0  # connections ended since the last pass (listeners add)
+        self.passes = 0
+        self._listeners = 0
+        self._trailing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._trim = _malloc_trim()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._listeners += 1
+        if self._timer is None:
+            gc.freeze()  # what the shell built to serve lives as long as it: no collection need scan it again
+            self._timer = loop.call_later(RECLAIM_EVERY_S, self._tick, loop)
+
+    def detach(self) -> None:
+        self._listeners -= 1
+        if self._listeners <= 0 and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._listeners = 0
+            gc.unfreeze()  # a process that serves again (the tests) collects its earlier objects as usual
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = loop.call_later(RECLAIM_EVERY_S, self._tick, loop)
+        if self.ended >= RECLAIM_AFTER or (self._trailing and self.ended):
+            self.ended = 0
+            self._trailing = True
+            self.reclaim()
+        else:
+            self._trailing = False
+
+    def reclaim(self) -> None:
+        before = _rss_mib()
+        started = time.perf_counter()
+        freed = gc.collect()
+        collected = time.perf_counter()
+        if self._trim is not None:
+            self._trim()
+        ended = time.perf_counter()
+        self.passes += 1
+        emit(log, logging.INFO, "listener.memory_reclaimed", key="listener.memory_reclaimed", objects=freed,
+             gc_ms=round((collected - started) * 1000, 1), trim_ms=round((ended - collected) * 1000, 1),
+             rss_mib_before=before, rss_mib_after=_rss_mib())  # fmt: skip
+
+
+def _rss_mib() -> float | None:
+    """This process's resident set, in MiB (Linux /proc), for the log."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return round(int(statm.read().split()[1]) * resource.getpagesize() / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+RECLAIMER: Final = _Reclaimer()

@@ -76,7 +76,7 @@ CONNECTIONS_ACCEPTED: Final = Gauge(
 )
 BUDGET_HITS: Final = Counter(
     "qinglong_shell_budget_hits",
-    "Connections refused at accept or closed by a connection budget, by listener and budget",
+    "Connections refused at accept, made to wait for a handshake or closed by a budget, by listener and budget",
     ["listener", "budget"],
     registry=REGISTRY,
 )

@@ -125,6 +125,11 @@ def _operation(route: Route) -> dict[str, Any]:
             "name": "project", "in": "path", "required": True, "description": "the project's id or unique name",
             "schema": {"type": "string", "pattern": f"^{NAME_PATTERN}$"},
         })  # fmt: skip
+    if "{task}" in route.path:
+        params.append({
+            "name": "task", "in": "path", "required": True, "description": "the task's unique name in the project",
+            "schema": {"type": "string", "pattern": f"^{NAME_PATTERN}$"},
+        })  # fmt: skip
     if "{name}" in route.path:
         params.append({
             "name": "name", "in": "path", "required": True, "description": "the secret's name",

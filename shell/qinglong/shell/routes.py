@@ -32,6 +32,9 @@ from qinglong.wire import (
     OFFER_RESPONSES,
     SECRET_DELETE_RESPONSES,
     SECRET_SET_RESPONSES,
+    TASK_REVISION_RESPONSES,
+    TASK_SCHEDULE_RESPONSES,
+    TASK_STATUS_RESPONSES,
     ActivationRequest,
     ActivationResponse,
     ActivationStartFailureRequest,
@@ -58,10 +61,15 @@ from qinglong.wire import (
     RunOutput,
     RunOutputQuery,
     RunTimeline,
+    SchedulePreview,
+    SchedulePreviewQuery,
     SecretDeleteRequest,
     SecretList,
     SecretSetRequest,
     TaskList,
+    TaskRevisionRequest,
+    TaskScheduleRequest,
+    TaskStatusRequest,
     Variants,
     WorkerSessionAlive,
     WorkerSessionHeartbeatRequest,
@@ -266,10 +274,12 @@ def _offer_pull(c: Call, b: OfferPullRequest) -> Args:
 
 
 def _activation(c: Call, b: ActivationRequest | ActivationStartFailureRequest) -> Args:
+    failure = b if isinstance(b, ActivationStartFailureRequest) else None
     return {
         "p_phase": c.match["phase"].replace("-", "_"),
         **_fence(c, b, c.match["offerId"]),
-        "p_error_code": b.error_code if isinstance(b, ActivationStartFailureRequest) else None,
+        "p_error_code": None if failure is None else failure.error_code,
+        "p_error_message": None if failure is None else failure.error_message,
     }
 
 
@@ -367,6 +377,46 @@ def _project_workers(c: Call, b: Never) -> Args:
     return {"p_project_id": c.project_id}
 
 
+def _task_revision(c: Call, b: TaskRevisionRequest) -> Args:
+    """The plan as the wire normalised it (what a signature signs, decision 0017), and its signature if any."""
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": c.match["task"],
+        "p_plan": jsonb(b.plan.to_obj()),
+        "p_plan_signature": None if b.plan_signature is None else jsonb(b.plan_signature.to_obj()),
+        "p_mutation_id": b.mutation_id,
+        **_admitted(c),
+    }
+
+
+def _task_status(c: Call, b: TaskStatusRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": c.match["task"],
+        "p_active": b.active,
+        **_admitted(c),
+    }
+
+
+def _task_schedule(c: Call, b: TaskScheduleRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": c.match["task"],
+        "p_cron": b.cron,
+        "p_timezone": b.timezone,
+        "p_overlap": b.overlap,
+        **_admitted(c),
+    }
+
+
+def _schedule_preview(c: Call, b: Never) -> Args:  # the admitted Project only scopes who may ask
+    q = c.query_of(SchedulePreviewQuery)
+    return {"p_cron": q.cron, "p_timezone": q.timezone, "p_count": 5 if q.count is None else q.count}
+
+
 def _secret_set(c: Call, b: SecretSetRequest) -> Args:
     """A fresh version id, and the value sealed under it: the value itself goes no further than this."""
     name, version_id = c.match["name"], str(uuid.uuid4())
@@ -417,14 +467,14 @@ class SealedSecret(Record):
 
 
 class _Delivery(Record):
-    """The part of attempt_activation_v1's answer the opening reads: the snapshot's Project and the sealed values."""
+    """The part of attempt_activation_v2's answer the opening reads: the snapshot's Project and the sealed values."""
 
     project_id: str = wire(Uuid())
     secrets: tuple[SealedSecret, ...] = wire(List(Nested(SealedSecret), max_items=SECRET_REFS_MAX))
 
 
 def open_delivery(call: Call, result: Mapping[str, Any]) -> dict[str, Any]:
-    """attempt_activation_v1's answer with its sealed `secrets` opened ({name, version, value}) for the Worker;
+    """attempt_activation_v2's answer with its sealed `secrets` opened ({name, version, value}) for the Worker;
     an answer without them is returned as it is. WireError: the sealed part is outside its shape (a bad
     projection); SecretRefused: no key-encryption key here, or a value that does not open."""
     if "secrets" not in result:
@@ -462,7 +512,7 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.activation", "POST", paths.ACTIVATION, "worker",
-        _activation_request, "attempt_activation_v1", _activation, ActivationResponse, sealing="open", grouped=True,
+        _activation_request, "attempt_activation_v2", _activation, ActivationResponse, sealing="open", grouped=True,
     ),
     RouteOf(
         "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
@@ -499,7 +549,7 @@ ROUTES: Final = (
         CANCELLATION_RESPONSES, permission="run.stop", serializable=True, accepted=frozenset({"accepted"}),
     ),
     RouteOf(
-        "user.runs.read", "GET", paths.RUN, "user", None, "run_timeline_v1", _read, RunTimeline,
+        "user.runs.read", "GET", paths.RUN, "user", None, "run_timeline_v2", _read, RunTimeline,
         permission="run.read",
     ),
     RouteOf(
@@ -525,6 +575,22 @@ ROUTES: Final = (
     RouteOf(
         "user.workers.list", "GET", paths.WORKERS, "user", None, "project_workers_v1", _project_workers,
         ProjectWorkers, permission="run.read",
+    ),
+    RouteOf(
+        "user.tasks.revise", "PUT", paths.TASK, "user", _const(TaskRevisionRequest), "task_revision_create_v1",
+        _task_revision, TASK_REVISION_RESPONSES, permission="task.write", accepted=frozenset({"created", "revised"}),
+    ),
+    RouteOf(
+        "user.tasks.status", "PUT", paths.TASK_STATUS, "user", _const(TaskStatusRequest), "task_status_change_v1",
+        _task_status, TASK_STATUS_RESPONSES, permission="task.write",
+    ),
+    RouteOf(
+        "user.tasks.schedule", "PUT", paths.TASK_SCHEDULE, "user", _const(TaskScheduleRequest),
+        "task_schedule_change_v1", _task_schedule, TASK_SCHEDULE_RESPONSES, permission="task.write",
+    ),
+    RouteOf(
+        "user.schedules.preview", "GET", paths.SCHEDULE_PREVIEW, "user", None, "schedule_preview_v1",
+        _schedule_preview, SchedulePreview, permission="run.read", query=SchedulePreviewQuery,
     ),
     RouteOf(
         "user.secrets.set", "PUT", paths.SECRET, "user", _const(SecretSetRequest), "secret_set_v1", _secret_set,

@@ -93,6 +93,11 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("task", "show"),
     ("task", "disable"),
     ("task", "enable"),
+    ("task", "revise"),
+    ("task", "deactivate"),
+    ("task", "activate"),
+    ("task", "reschedule"),
+    ("task", "preview"),
     ("role",),
     ("role", "set"),
     ("role", "revoke"),
@@ -396,7 +401,7 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
 
     out = cli(
         "task", "create", "--dsn", dsn, "--project", project, "--name", "build", "--max-attempts", "3",
-        "--retry-backoff-ms", "250", "--pool", "gpu", "--", "make", "-j4",
+        "--retry-backoff-ms", "250", "--pool", "gpu", "--user", "builder", "--group", "staff", "--", "make", "-j4",
     )  # fmt: skip
     done(out, rf"{task}\n")  # the id alone
     [(rev2,)] = rows(dsn, "select current_revision_id::text from ql.tasks where id = %s", (task,))
@@ -409,7 +414,17 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
     )
     assert revisions == [
         (rev1, plan1),
-        (rev2, {"argv": ["make", "-j4"], "maxAttempts": 3, "retryBackoffMs": 250, "pool": "gpu"}),
+        (
+            rev2,
+            {
+                "argv": ["make", "-j4"],
+                "maxAttempts": 3,
+                "retryBackoffMs": 250,
+                "pool": "gpu",
+                "user": "builder",
+                "group": "staff",
+            },
+        ),
     ]
 
 
@@ -425,6 +440,7 @@ def test_task_create_takes_argv_after_dashdash_timeout_and_env_then_revises(data
             ("--retry-backoff-ms", "-1"), "the plan: retryBackoffMs: outside 0..2147483647", id="negative backoff"
         ),
         pytest.param(("--pool", "GPU"), "the plan: pool: does not match [a-z0-9_-]{1,64}", id="upper-case pool"),
+        pytest.param(("--user", "0"), "the plan: user: does not match", id="a uid, not a user name"),
         pytest.param(("--env", "NOVALUE"), "--env takes NAME=VALUE", id="env without ="),
         pytest.param(("--env", "=x"), "--env takes NAME=VALUE", id="env without a name"),
     ],

@@ -20,7 +20,9 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import ssl
+import sys
 import tempfile
 import time
 import uuid
@@ -558,6 +560,42 @@ async def worker_round_trip(client: WorkerClient, *, renewals: int = 3) -> Round
 def user_http(pki: Pki) -> aiohttp.ClientSession:
     """A user-API client trusting the deployment CA (TLS 1.3, no client certificate)."""
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=pki.client_context()))
+
+
+@contextlib.asynccontextmanager
+async def shell_process(
+    config: Path, ports: tuple[int, int, int], dsn: str, *, stderr: int = asyncio.subprocess.PIPE
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Shell]]:
+    """`qinglong shell serve --config <config>` as an operator runs it, on `ports` (worker, user, admin),
+    healthy; SIGTERM at the end if it still runs. Its cluster secret is the file next to `config`."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qinglong.cli", "shell", "serve", "--config", str(config), stderr=stderr
+    )
+    shell = Shell(
+        worker_url=f"https://127.0.0.1:{ports[0]}",
+        user_url=f"https://127.0.0.1:{ports[1]}",
+        admin_url=f"http://127.0.0.1:{ports[2]}",
+        db=Database(dsn),  # never opened: the shell under test has its own pools
+        secret=(config.parent / "cluster.secret").read_bytes(),
+        worker_port=ports[0],
+        user_port=ports[1],
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def healthy() -> bool:
+                try:
+                    async with http.get(f"{shell.admin_url}/healthz") as resp:
+                        return resp.status == 200
+                except aiohttp.ClientConnectionError:
+                    return False
+
+            assert await wait_for(healthy, within=30, interval=0.1)
+        yield proc, shell
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.communicate(), 40)
 
 
 async def user_call(

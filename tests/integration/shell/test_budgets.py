@@ -486,3 +486,69 @@ def test_a_bad_budget_value_is_one_line_naming_the_key_and_exit_2(
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and says in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+async def _raw(port: int, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TCP connection from `source` that never says hello: it holds one handshake until the timeout."""
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+
+async def _tls_from(port: int, ctx: ssl.SSLContext, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=(source, 0)), 30)
+
+
+async def test_handshakes_beyond_the_handshake_budget_wait_their_turn(
+    pki: Pki, database: PgDatabase, seed: Seed
+) -> None:
+    user = dataclasses.replace(
+        SMALL, max_connections=20, max_handshakes=3, max_handshakes_per_source=2, tls_handshake_timeout=20.0
+    )
+    async with budgeted(database, pki, user=user) as running:
+        port, listener = running.shell.user_port, running.listeners["user"]
+
+        async def under_way(n: int) -> bool:
+            return listener._shakes.under_way == n
+
+        per_source = await running.hits("user", "max_handshakes_per_source")
+        held = [await _raw(port, "127.0.0.2") for _ in range(2)]  # 127.0.0.2 holds its share
+        await wait_for(lambda: under_way(2), within=SLACK)
+        waiting = asyncio.create_task(_tls_from(port, pki.client_context(), "127.0.0.2"))
+        await wait_for(lambda: _more(running, "max_handshakes_per_source", per_source), within=SLACK)
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # its ClientHello waits in the kernel; no handshake is under way for it
+        assert listener._shakes.under_way == 2 and listener.open == 3
+
+        # Another source has room: its handshake starts and ends at once, and its request is answered.
+        started = time.monotonic()
+        reader, writer = await _tls_from(port, pki.client_context(), "127.0.0.1")
+        assert b" 200 " in (await _exchange(reader, writer, GET_OPENAPI)).split(b"\r\n", 1)[0]
+        assert time.monotonic() - started < user.tls_handshake_timeout / 2
+        await _close(writer)
+
+        # The listener full (3 under way: 2 from 127.0.0.2, 1 from 127.0.0.3): 127.0.0.1 waits as well.
+        listener_full = await running.hits("user", "max_handshakes")
+        held.append(await _raw(port, "127.0.0.3"))
+        await wait_for(lambda: under_way(3), within=SLACK)
+        second = asyncio.create_task(_tls_from(port, pki.client_context(), "127.0.0.1"))
+        await wait_for(lambda: _more(running, "max_handshakes", listener_full), within=SLACK)
+        await asyncio.sleep(0.5)
+        assert not second.done() and not waiting.done()
+
+        # A handshake of 127.0.0.2 ends: the waiting ones get their turns (each handshake that ends lets the
+        # next one start), complete their handshakes and are served.
+        _, first_held = held.pop(0)
+        first_held.close()
+        reader, writer = await waiting
+        assert b" 200 " in (await _exchange(reader, writer, GET_OPENAPI)).split(b"\r\n", 1)[0]
+        await _close(writer)
+        reader, writer = await second
+        assert b" 200 " in (await _exchange(reader, writer, GET_OPENAPI)).split(b"\r\n", 1)[0]
+        await _close(writer)
+        for _, holder in held:
+            holder.close()
+        await wait_for(_zero_open(running, "user"), within=SLACK)
+        assert listener._shakes.under_way == 0 and listener._shakes.by_source == {} and listener._shakes.waiting == {}
+
+
+async def _more(running: Running, budget: str, than: float) -> bool:
+    return await running.hits("user", budget) > than

@@ -125,6 +125,15 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             assert (await user_call(http, shell, "GET", project, token=token)).status == 200
             assert (await user_call(http, shell, "GET", f"{project}/workers", token=token)).status == 200
             assert (await user_call(http, shell, "GET", "/api/v3/projects", token=token)).status == 200
+            task = f"{project}/tasks/job"  # an operator runs tasks, never writes them (task.write)
+            revision = {"schema": "qinglong/task@v1", "mutationId": "m-task", "plan": {"argv": ["true"]}}
+            assert (await user_call(http, shell, "PUT", task, token=token, body=revision)).status == 403
+            status = {"schema": "qinglong/task@v1", "active": False}
+            assert (await user_call(http, shell, "PUT", f"{task}/status", token=token, body=status)).status == 403
+            schedule = {"schema": "qinglong/task@v1", "cron": "* * * * *", "timezone": "UTC"}
+            assert (await user_call(http, shell, "PUT", f"{task}/schedule", token=token, body=schedule)).status == 403
+            preview = f"{project}/schedule-preview?cron=*%2F5+*+*+*+*&timezone=UTC&count=2"
+            assert (await user_call(http, shell, "GET", preview, token=token)).status == 200
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -154,6 +163,10 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.secrets.list", "200"): 1,
                 ("user.project.read", "200"): 1,
                 ("user.workers.list", "200"): 1,
+                ("user.tasks.revise", "403"): 1,
+                ("user.tasks.status", "403"): 1,
+                ("user.tasks.schedule", "403"): 1,
+                ("user.schedules.preview", "200"): 1,
             }
         )
         assert {route for route, _ in after} >= {r.name for r in ROUTES}

@@ -24,7 +24,6 @@ import aiohttp
 import psycopg
 import pytest
 
-from qinglong.shell.db import Database
 from qinglong.wire import ql3w
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import (
@@ -32,6 +31,7 @@ from tests.integration.shell.conftest import (
     Seed,
     Shell,
     WorkerClient,
+    shell_process,
     user_call,
     user_http,
     wait_for,
@@ -109,32 +109,8 @@ async def running(tmp_path: Path, pki: Pki, database: PgDatabase, seed: Seed) ->
     ports = (_free_port(), _free_port(), _free_port())
     config = _write_config(tmp_path, pki, database.runtime_dsn, ports)
     config.write_text("processes = 2\n" + config.read_text())
-    proc = await asyncio.create_subprocess_exec(*SERVE, str(config), stderr=asyncio.subprocess.PIPE)
-    shell = Shell(
-        worker_url=f"https://127.0.0.1:{ports[0]}",
-        user_url=f"https://127.0.0.1:{ports[1]}",
-        admin_url=f"http://127.0.0.1:{ports[2]}",
-        db=Database(database.runtime_dsn),  # never opened: the shell under test has its own pools
-        secret=(tmp_path / "cluster.secret").read_bytes(),
-        worker_port=ports[0],
-        user_port=ports[1],
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def healthy() -> bool:
-                try:
-                    async with http.get(f"{shell.admin_url}/healthz") as resp:
-                        return resp.status == 200
-                except aiohttp.ClientConnectionError:
-                    return False
-
-            assert await wait_for(healthy, within=30, interval=0.1)
+    async with shell_process(config, ports, database.runtime_dsn) as (proc, shell):
         yield Running(proc, ports, shell)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 40)
 
 
 async def test_two_processes_share_the_ports_and_sum_their_metrics(running: Running, pki: Pki, seed: Seed) -> None:

@@ -552,7 +552,7 @@ async def test_no_secret_value_reaches_a_log(
     pg_log = cluster.log_file.read_bytes()[log_offset:].decode("utf-8", "replace")
     # The log is live: the set's statement and its bind parameters (the ciphertext among them) are there.
     assert "ql_api.secret_set_v1" in pg_log and "parameters: $1 = " in pg_log.lower()
-    assert "ql_api.attempt_activation_v1" in pg_log
+    assert "ql_api.attempt_activation_v2" in pg_log
     secrets = {f"{name} ({kind})": text for name, value in (("text value", text_value), ("binary value", binary_value))
                for kind, text in _encodings(value).items()}  # fmt: skip
     events = [json.loads(line) for line in logs.shell.lines]

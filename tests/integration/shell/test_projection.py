@@ -78,8 +78,8 @@ CASES: dict[str, tuple[str, str, Tamper]] = {
         "offer_pull_v1",
         lambda r: {"status": "fenced", "reason": MARKER.replace("-", "_")},
     ),
-    "timeline: unknown run status": ("read", "run_timeline_v1", _nested("run", "status", "exploded")),
-    "timeline: extra key": ("read", "run_timeline_v1", _extra_key),
+    "timeline: unknown run status": ("read", "run_timeline_v2", _nested("run", "status", "exploded")),
+    "timeline: extra key": ("read", "run_timeline_v2", _extra_key),
     "cancel: reason outside the enum": ("cancel", "run_cancel_request_v1", lambda r: {**r, "reason": MARKER}),
     "enqueue: runId not a uuid": ("enqueue", "run_enqueue_v1", lambda r: {**r, "runId": MARKER}),
     "admission: unknown decision": (
@@ -175,7 +175,7 @@ class NonObjectDatabase(Database):
 
 
 @pytest.mark.parametrize(
-    ("action", "function"), [("heartbeat", "worker_session_heartbeat_v1"), ("read", "run_timeline_v1")]
+    ("action", "function"), [("heartbeat", "worker_session_heartbeat_v1"), ("read", "run_timeline_v2")]
 )
 async def test_non_object_result_is_503(action: str, function: str, pki: Pki, database: PgDatabase) -> None:
     seed = seed_database(database.dsn(), pki)

@@ -42,6 +42,7 @@ CHECKS: Final = [not_a_server_error, status_code_conformance, content_type_confo
 
 
 SECRET_VALUE: Final = "c2VlZGVkIHNlY3JldA=="  # noqa: S105  a valid value ("seeded secret") for cases drawing one
+SEEDED_CRON: Final = "*/5 * * * *"  # an expression that parses, for schedule and preview cases drawing one
 
 
 def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, owner: str) -> Counter[tuple[str, int]]:
@@ -63,6 +64,10 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
         "PUT /api/v3/projects/{project}/secrets/{name}",
         "POST /api/v3/projects/{project}/secrets/{name}/deletion",
         "GET /api/v3/projects/{project}/secrets",
+        "PUT /api/v3/projects/{project}/tasks/{task}",
+        "PUT /api/v3/projects/{project}/tasks/{task}/status",
+        "PUT /api/v3/projects/{project}/tasks/{task}/schedule",
+        "GET /api/v3/projects/{project}/schedule-preview",
     }
 
     def seeded(case: Case[Any], use_task: bool) -> Case[Any]:
@@ -70,10 +75,15 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             case.body = {**case.body, "taskId": seed.task_p}
         if use_task and isinstance(case.body, dict) and "value" in case.body:
             case.body = {**case.body, "value": SECRET_VALUE}
+        if use_task and isinstance(case.body, dict) and "cron" in case.body:  # a schedule that parses
+            case.body = {**case.body, "cron": SEEDED_CRON, "timezone": "UTC"}
+        if use_task and isinstance(case.query, dict) and "cron" in case.query:
+            case.query = {**case.query, "cron": SEEDED_CRON, "timezone": "UTC"}
         return case
 
-    headers = {  # the secrets' writes as an owner, the rest as the operator
-        op.label: {"Authorization": f"Bearer {owner if '/secrets/' in op.path else seed.operator.token}"}
+    writes = ("/secrets/", "/tasks/")  # the secrets' and the tasks' writes as an owner, the rest as the operator
+    headers = {
+        op.label: {"Authorization": f"Bearer {owner if any(w in op.path for w in writes) else seed.operator.token}"}
         for op in user_operations
     }
     for operation in user_operations:
@@ -82,6 +92,8 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             fixed += [{"project": seed.project_p, "runId": run} for run in (*seed.runs_p, *seed.runs_q)]
         if "{name}" in operation.path:
             fixed += [{"project": seed.project_p, "name": "SEEDED"}, {"project": "project-p", "name": "SEEDED"}]
+        if "{task}" in operation.path:
+            fixed += [{"project": seed.project_p, "task": "seeded"}, {"project": "project-p", "task": "seeded"}]
         strategies = [
             st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
                 lambda pair: seeded(*pair)
@@ -118,6 +130,9 @@ async def test_user_api_never_answers_5xx(pki: Pki, database: PgDatabase, shell:
         body = {"schema": "qinglong/secret@v1", "mutationId": "seeded", "value": SECRET_VALUE}
         path = f"/api/v3/projects/{seed.project_p}/secrets/SEEDED"
         assert (await user_call(http, shell, "PUT", path, token=owner.token, body=body)).status == 202
+        task = {"schema": "qinglong/task@v1", "mutationId": "seeded-task", "plan": {"argv": ["true"]}}
+        path = f"/api/v3/projects/{seed.project_p}/tasks/seeded"  # and a task, for its status and schedule
+        assert (await user_call(http, shell, "PUT", path, token=owner.token, body=task)).status == 202
     config = schemathesis.Config()
     schema = await asyncio.to_thread(
         schemathesis.openapi.from_url, shell.user_url + "/openapi.json", config=config, verify=str(pki.ca)

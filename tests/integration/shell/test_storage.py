@@ -286,7 +286,7 @@ async def test_a_backend_terminated_mid_call_is_503_storage_unavailable(
     async with user_http(pki) as http:
         pending = asyncio.create_task(user_call(http, shell, "GET", path, token=seed.operator.token))
         with psycopg.connect(database.dsn(), autocommit=True) as conn:
-            sleeping = "select pid from pg_stat_activity where datname = %s and query like '%%run_timeline_v1%%'"
+            sleeping = "select pid from pg_stat_activity where datname = %s and query like '%%run_timeline_v2%%'"
             deadline = time.monotonic() + 10
             while not (rows := conn.execute(sleeping + " and pid <> pg_backend_pid()", (database.name,)).fetchall()):
                 assert time.monotonic() < deadline, "the call never reached the database"

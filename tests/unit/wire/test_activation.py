@@ -179,15 +179,23 @@ def test_snapshot_bounds(changes: dict[str, Any], code: str) -> None:
 
 def test_starting_and_running_send_the_fence_and_start_failure_adds_its_error_code() -> None:
     assert ActivationRequest.from_obj(fence()).lease_token == TOKEN
-    failure = ActivationStartFailureRequest.from_obj(fence(errorCode="spawn.enoent"))
-    assert failure.error_code == "spawn.enoent" and TOKEN not in repr(failure)
+    failure = ActivationStartFailureRequest.from_obj(fence(errorCode="spawn.os_error"))
+    assert (failure.error_code, failure.error_message) == ("spawn.os_error", None) and TOKEN not in repr(failure)
+    said = ActivationStartFailureRequest.from_obj(fence(errorCode="plan.root_not_allowed", errorMessage="m" * 200))
+    assert said.to_obj()["errorMessage"] == "m" * 200 and "errorMessage" not in failure.to_obj()
     cases: list[tuple[type[ActivationRequest | ActivationStartFailureRequest], dict[str, Any], str]] = [
         (ActivationRequest, fence(errorCode="x"), "wire.unknown_field"),
         (ActivationRequest, fence(offerId=UUID), "wire.unknown_field"),
         (ActivationStartFailureRequest, fence(), "wire.missing_field"),
         (ActivationStartFailureRequest, fence(errorCode=None), "wire.bad_type"),
-        (ActivationStartFailureRequest, fence(errorCode="x" * 65), "wire.too_long"),
-        (ActivationStartFailureRequest, fence(errorCode="no spaces"), "wire.bad_pattern"),
+        (ActivationStartFailureRequest, fence(errorCode="x" * 65), "wire.bad_enum"),
+        (ActivationStartFailureRequest, fence(errorCode="no spaces"), "wire.bad_enum"),
+        (ActivationStartFailureRequest, fence(errorCode="spawn.enoent"), "wire.bad_enum"),  # not in the catalogue
+        (ActivationStartFailureRequest, fence(errorCode="start.failed", errorMessage=""), "wire.too_short"),
+        (ActivationStartFailureRequest, fence(errorCode="start.failed", errorMessage="m" * 201), "wire.too_long"),
+        (ActivationStartFailureRequest, fence(errorCode="start.failed", errorMessage="a\nb"), "wire.control_character"),
+        (ActivationStartFailureRequest, fence(errorCode="start.failed", errorMessage=None), "wire.bad_type"),
+        (ActivationRequest, fence(errorMessage="m"), "wire.unknown_field"),
         (ActivationRequest, fence(leaseToken=TOKEN + "="), "wire.bad_base64"),
     ]
     for cls, body, code in cases:

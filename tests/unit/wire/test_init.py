@@ -61,6 +61,7 @@ from qinglong.wire import (
     WorkerSessionOpened,
     WorkerSessionOpenRequest,
 )
+from qinglong.wire import task_change as tc
 from qinglong.wire.activation import DeliveredSecret
 from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.fields import Base64Bytes, List, Nested, Token
@@ -115,6 +116,18 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     SecretDeleted: ("qinglong/secret@v1", 4 * KIB),
     SecretAlreadyDeleted: ("qinglong/secret@v1", 4 * KIB),
     SecretList: ("qinglong/secret@v1", 512 * KIB),
+    tc.TaskRevisionRequest: ("qinglong/task@v1", 256 * KIB),
+    tc.TaskCreated: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskRevised: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskRevisionReplayed: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskStatusRequest: ("qinglong/task@v1", 1 * KIB),
+    tc.TaskEnabled: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskDisabled: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskScheduleRequest: ("qinglong/task@v1", 1 * KIB),
+    tc.TaskScheduleSet: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskScheduleUnchanged: ("qinglong/task@v1", 4 * KIB),
+    tc.TaskScheduleCleared: ("qinglong/task@v1", 4 * KIB),
+    tc.SchedulePreview: ("qinglong/schedule-preview@v1", 8 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {
@@ -133,6 +146,9 @@ REQUESTS: set[type[Message]] = {
     BundleChunkRequest,
     SecretSetRequest,
     SecretDeleteRequest,
+    tc.TaskRevisionRequest,
+    tc.TaskStatusRequest,
+    tc.TaskScheduleRequest,
 }
 # pages for the CLI and the console, never for a Worker
 USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers, ProjectList, SecretList}
@@ -152,6 +168,9 @@ def test_every_message_has_its_schema_and_cap() -> None:
         OutputAppendRequest,
         SecretSetRequest,
         SecretDeleteRequest,
+        tc.TaskRevisionRequest,
+        tc.TaskStatusRequest,
+        tc.TaskScheduleRequest,
     }
     assert all(cls.CAP == 4 * KIB for cls in worker_requests)
     assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS | USER_READS | DELIVERIES)

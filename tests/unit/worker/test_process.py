@@ -510,11 +510,22 @@ async def test_stop_kills_a_group_that_ignores_term(executor: Executor, env: dic
     assert handle.pid in members and len(members) >= 2
 
     started = time.monotonic()
-    assert await LocalProcessController(grace_s=0.5, poll_s=0.02).stop(handle) == "stopped"
+    escalated: list[float] = []
+    controller = LocalProcessController(grace_s=0.5, poll_s=0.02)
+    assert await controller.stop(handle, before_kill=lambda: escalated.append(time.monotonic())) == "killed"
     assert 0.5 <= time.monotonic() - started < 5
+    assert len(escalated) == 1 and escalated[0] - started >= 0.5  # once, when the grace was over
     assert await await_until(lambda: not any(running(p) for p in members), within=3)
     assert group_members(handle.pgid) == []
-    assert executor.exit_status(handle) is None  # the wrapper itself was KILLed
+    # The task was KILLed, not its wrapper: the wrapper recorded how the task ended.
+    assert executor.exit_status(handle) == ExitStatus(exit_code=None, signal=signal.SIGKILL)
+
+
+async def test_a_task_that_obeys_term_is_stopped_without_a_kill(executor: Executor, env: dict[str, str]) -> None:
+    handle = await spawn(executor, ["sh", "-c", "sleep 60"], env)
+    escalated: list[bool] = []
+    assert await LocalProcessController(grace_s=5).stop(handle, before_kill=lambda: escalated.append(True)) == "stopped"
+    assert escalated == [] and executor.exit_status(handle) == ExitStatus(exit_code=None, signal=signal.SIGTERM)
 
 
 async def test_stop_after_exit_sends_nothing(executor: Executor, env: dict[str, str]) -> None:

@@ -1,7 +1,8 @@
 """qinglong/remote-run-activation@v1: starting / running / start-failure ACKs. Touches nothing: declarations.
 
 The phase and the Offer id come from the path, the fence from the body (start-failure adds its
-errorCode). The answer is ql_api.attempt_activation_v1's result: a status and the exact
+errorCode, one of qinglong.wire.reasons.START_FAILURES, and optionally its errorMessage, which the database keeps
+on the Attempt). The answer is ql_api.attempt_activation_v2's result (v1's): a status and the exact
 ql.attempt_snapshot projection, ≤ 16 KiB, never the token or its digest (decision 0000 (ADR-0112 §1), restated in
 docs/decisions/0000-seed-records.md). The snapshot carries the Run's cancel intent; `not_started` means
 a starting ACK found an intent (or a secret its plan names was deleted) and ended the Attempt: nothing may be
@@ -32,6 +33,7 @@ from qinglong.wire.common import (
     RunStatus,
 )
 from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
+from qinglong.wire.reasons import MESSAGE_MAX, START_FAILURES
 
 ACTIVATION_SCHEMA: Final = "qinglong/remote-run-activation@v1"
 
@@ -48,12 +50,15 @@ class ActivationRequest(AttemptFence):
 
 
 class ActivationStartFailureRequest(AttemptFence):
-    """Body of a start-failure ACK: the fence and why the process could not start."""
+    """Body of a start-failure ACK: the fence and why the process could not start: a code of the catalogue
+    (qinglong.wire.reasons.START_FAILURES) and, optionally, the Worker's own short message (a Worker of an earlier
+    release sends none)."""
 
     SCHEMA = ACTIVATION_SCHEMA
     CAP = 4 * KIB
 
-    error_code: str = wire(ERROR_CODE)
+    error_code: str = wire(Enum(tuple(START_FAILURES)))
+    error_message: str | None = wire(Str(MESSAGE_MAX, min_len=1), optional=True, default=None)
 
 
 class Executor(Record):

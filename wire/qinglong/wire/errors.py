@@ -116,6 +116,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "offset",
     "attempt",
     "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
+    "error_message",  # a start failure's message (ql_api.attempt_activation_v2)
     "lease_ms",  # operators (a pool's Lease length: ql_api.pool_lease_set_v1)
 )
 
@@ -125,7 +126,7 @@ FENCE_MEANINGS: Final[Mapping[str, str]] = {
     "stale_session": "the session is not this Worker's live session (replaced, closed or unknown)",
     "session_expired": "the session outlived its expiry without a heartbeat",
     "stale_generation": "the Worker was re-enrolled: this generation is fenced (or the body names another generation)",
-    "identity_mismatch": "the Project, Run or Attempt does not belong to this Offer",
+    "identity_mismatch": "the offer, Run or Project does not belong to this Attempt",
     "stale_lease_generation": "the Lease generation is not the current one",
     "token_mismatch": "the lease token is not the one issued with this Offer",
     "lease_expired": "the Lease expired (database time)",

@@ -33,7 +33,7 @@ from qinglong.wire.common import (
     AttemptStatus,
     RunStatus,
 )
-from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Message, Nested, Record, Uuid, wire
+from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
 from qinglong.wire.query import Query
 
 OUTPUT_SCHEMA: Final = "qinglong/run-output@v1"
@@ -107,6 +107,9 @@ class OutputAttempt(Record):
     exit_code: int | None = wire(Int(0, 255), nullable=True)
     error_code: str | None = wire(ERROR_CODE, nullable=True)
     ended_at_ms: int | None = wire(TIME_MS, nullable=True)
+    claimed_at_ms: int = wire(TIME_MS)  # a Worker's pull claimed it
+    started_at_ms: int | None = wire(TIME_MS, nullable=True)  # the starting ACK (null: it never started)
+    worker_name: str = wire(Str(200, min_len=1))  # the Worker holding it, by name only (never its id)
 
 
 class OutputStream(Record):

@@ -1,6 +1,7 @@
 """Every route's path, once, as a template. Touches nothing: declarations.
 
-`{name}` is a path parameter: each `{…Id}` a canonical UUID, `{project}` a Project's id or unique name,
+`{name}` is a path parameter: each `{…Id}` a canonical UUID, `{project}` a Project's id or unique name, `{task}` a
+task's unique name within it,
 `{phase}` one of qinglong.wire.activation.PHASES. The shell's route table (qinglong.shell.routes) serves
 these paths, the Worker and the CLI fill them in with `str.format`, and the web console reads them from the
 shell (qinglong.shell.console). docs/protocol.md lists them with their routes.
@@ -32,6 +33,10 @@ RUN: Final = RUNS + "/{runId}"
 RUN_CANCELLATION: Final = RUN + "/cancellation"
 RUN_OUTPUT: Final = RUN + "/output"
 TASKS: Final = PROJECT + "/tasks"
+TASK: Final = TASKS + "/{task}"  # PUT: a new revision (a new task first); {task} is the task's name
+TASK_STATUS: Final = TASK + "/status"  # PUT: enable or disable
+TASK_SCHEDULE: Final = TASK + "/schedule"  # PUT: set, change or clear
+SCHEDULE_PREVIEW: Final = PROJECT + "/schedule-preview"  # GET: the next fire times of an expression
 WORKERS: Final = PROJECT + "/workers"
 SECRETS: Final = PROJECT + "/secrets"
 SECRET: Final = SECRETS + "/{name}"  # PUT: set a new version

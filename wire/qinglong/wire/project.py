@@ -3,8 +3,8 @@
 For the user API and its clients (the web console first).
 
 The view: no body, no query. The answer is ql_api.project_view_v1's `found` result: the Project (id,
-name, status), the subject (name, kind), its role, and for run.read, run.start and run.stop the decision
-admission takes now (`allow`, `deny`, or `approval_required`: an agent asking run.stop). A client offers
+name, status), the subject (name, kind), its role, and for run.read, run.start, run.stop and task.write the
+decision admission takes now (`allow`, `deny`, or `approval_required`: an agent asking run.stop). A client offers
 only what is not `deny`; the API still decides every request itself.
 
 Its Workers: no body, no query. The answer is ql_api.project_workers_v1's `listed` result: the Workers
@@ -55,6 +55,7 @@ class ProjectView(Message):
     run_read: Decision = wire(Enum(DECISIONS))
     run_start: Decision = wire(Enum(DECISIONS))
     run_stop: Decision = wire(Enum(DECISIONS))
+    task_write: Decision = wire(Enum(DECISIONS), optional=True, default="deny")  # absent from an older database
 
 
 class ProjectWorker(Record):

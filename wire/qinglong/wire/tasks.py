@@ -2,7 +2,8 @@
 
 No body, no query. The answer is ql_api.task_list_v1's `listed` result for the admitted Project: its id
 and name, and every task by name with its status, its current revision's plan summary (argv, pool,
-timeoutMs, maxAttempts) and its schedule. A client resolves a task's name to its id here (names are
+timeoutMs, maxAttempts), the plan in full (what a client starts a new revision from: qinglong.wire.task_change), whether
+the revision is signed, and its schedule. A client resolves a task's name to its id here (names are
 unique within a Project).
 """
 
@@ -12,8 +13,8 @@ from typing import Final, Literal
 
 from qinglong.wire.codec import KIB
 from qinglong.wire.common import MAX_INT32, NAME_PATTERN, TIME_MS
-from qinglong.wire.fields import Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
-from qinglong.wire.offer import ARG_MAX_CHARS, ARGV_MAX_ITEMS, POOL_PATTERN
+from qinglong.wire.fields import Bool, Enum, Int, List, Message, Nested, Record, Str, Uuid, wire
+from qinglong.wire.offer import ARG_MAX_CHARS, ARGV_MAX_ITEMS, POOL_PATTERN, Plan
 
 TASK_LIST_SCHEMA: Final = "qinglong/task-list@v1"
 TASKS_MAX: Final = 1000
@@ -42,6 +43,8 @@ class TaskSummary(Record):
     timeout_ms: int | None = wire(Int(1, MAX_INT32), nullable=True)
     max_attempts: int | None = wire(Int(1, 100), nullable=True)
     schedule: TaskSchedule | None = wire(Nested(TaskSchedule), nullable=True)
+    plan: Plan | None = wire(Nested(Plan), nullable=True)  # the current plan in full
+    signed: bool = wire(Bool(), optional=True, default=False)  # the current revision carries a plan signature
 
 
 class TaskList(Message):

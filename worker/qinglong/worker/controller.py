@@ -1,8 +1,13 @@
 """LocalProcessController: stops exactly a task's process group and nothing else (the Worker's
 process layer; identity.py holds the durable handle). It signals a group only while the group
 leader's identity is proven (same boot, same start time, same group, not a zombie): TERM, a grace,
-then KILL; the outcome is stopped, already_exited or unverified, and an unverified pid is never
-signalled. Touches: /proc, signals to the handle's process group. Standard library only.
+then KILL; the outcome is stopped, killed (the task outlived the grace and was KILLed), already_exited or
+unverified, and an unverified pid is never signalled. The KILL goes first to every member of the group but the
+runner wrapper (its leader), each through a pidfd opened before its group is checked, so the wrapper records how
+the task ended (signal 9) before it exits; only a wrapper that has not exited soon after is KILLed with its group.
+A caller's `before_kill` runs just before the first KILL (the coordinator journals it there, so the completion
+says the task was killed after ignoring its stop signal, also after a restart). Touches: /proc, signals to the
+handle's process group. Standard library only.
 """
 
 from __future__ import annotations
@@ -10,14 +15,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 from typing import Final, Literal, TypeAlias
 
 from qinglong.worker.identity import ProcessHandle, boot_id, read_stat, reap, reap_finished
+from qinglong.worker.runner import group_members
 
 # How long stop() waits for the group leader to disappear after SIGKILL.
 _KILL_WAIT_S: Final = 5.0
+_KILL_ROUNDS: Final = 20  # passes over the group's members (a task that forks while it is KILLed)
 
-StopOutcome: TypeAlias = Literal["stopped", "already_exited", "unverified"]
+StopOutcome: TypeAlias = Literal["stopped", "killed", "already_exited", "unverified"]
 Verification: TypeAlias = Literal["alive", "exited", "unverified"]
 
 
@@ -65,9 +73,9 @@ class LocalProcessController:
         probe = _probe(handle)
         return "unverified" if probe == "reused" else probe
 
-    async def stop(self, handle: ProcessHandle) -> StopOutcome:
+    async def stop(self, handle: ProcessHandle, before_kill: Callable[[], None] | None = None) -> StopOutcome:
         """Verify, then TERM the group, wait up to grace_s for the group leader to exit (re-verifying
-        each poll), then KILL the group if it is still verified alive."""
+        each poll), then (`before_kill` first) KILL the task if it is still verified alive: killed."""
         initial = self.verify(handle)
         if initial == "exited":
             return "already_exited"
@@ -89,18 +97,41 @@ class LocalProcessController:
                 break
             await asyncio.sleep(min(self._poll_s, max(0.0, deadline - loop.time())))
 
-        # Grace over and (just above) still proven alive: KILL the group.
-        outcome = self._signal(handle, signal.SIGKILL)
+        # Grace over and (just above) still proven alive: KILL the task, then (a wrapper that lingers) the group.
+        if before_kill is not None:
+            before_kill()
+        outcome = self._kill_members(handle)
         if outcome is not None:
             return "stopped" if outcome == "already_exited" else outcome
         deadline = loop.time() + _KILL_WAIT_S
+        group_killed = False
         while True:
             state = _probe(handle)
             if state in ("exited", "reused"):  # gone while we waited (the pid may be reused already)
-                return "stopped"
+                return "killed"
             if state == "unverified" or loop.time() >= deadline:
                 return "unverified"  # KILL sent but the leader's end was not observed
+            if not group_killed and loop.time() >= deadline - _KILL_WAIT_S / 2:
+                group_killed = True  # the wrapper did not record the end in time: KILL it with the group
+                outcome = self._signal(handle, signal.SIGKILL)
+                if outcome is not None:
+                    return "killed" if outcome == "already_exited" else outcome
             await asyncio.sleep(self._poll_s)
+
+    def _kill_members(self, handle: ProcessHandle) -> StopOutcome | None:
+        """KILL every member of the group but its leader (the wrapper), right after re-proving the leader's
+        identity (while it lives, the group id cannot be reused); None when done. Each pid is opened as a pidfd
+        first and signalled only if that process is in the group: a pid reused meanwhile is never signalled.
+        Bounded rounds: members forked meanwhile get theirs in the next one."""
+        state = _probe(handle)
+        if state in ("exited", "reused"):
+            return "already_exited"
+        if state == "unverified":
+            return "unverified"
+        for _ in range(_KILL_ROUNDS):
+            if not [pid for pid in group_members(handle.pgid, but=handle.pid) if _kill_exactly(pid, handle.pgid)]:
+                break
+        return None
 
     def _signal(self, handle: ProcessHandle, signum: int) -> StopOutcome | None:
         """Signal the group right after re-proving the leader's identity; None when sent."""
@@ -117,3 +148,22 @@ class LocalProcessController:
         except PermissionError:
             return "unverified"
         return None
+
+
+def _kill_exactly(pid: int, pgid: int) -> bool:
+    """SIGKILL the process `pid` if it runs (not a zombie) in group `pgid`, through a pidfd (the exact process,
+    never a reuse of its pid); whether it was signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False  # gone already
+    try:
+        st = read_stat(pid)
+        if st is None or st.pgrp != pgid or st.state in ("Z", "X", "x"):
+            return False
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
+    except (OSError, ValueError):
+        return False  # gone meanwhile, or /proc unreadable: the group KILL after the wait is the backstop
+    finally:
+        os.close(fd)

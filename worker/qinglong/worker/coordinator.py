@@ -7,7 +7,9 @@ In order, for one record, single-flight per offer:
 1. completion first: when the process has exited — its status file, or it is provably gone without
    one (the wrapper was killed) — or a completion is pending, drain its output (below: every stream
    up to the size its file had when the drain began) and complete with the exit and the LATEST
-   persisted Lease version; a transport failure of the drain or the completion is isolated, leaves
+   persisted Lease version (no exit code: the task was ended by a signal, process.killed; or its wrapper
+   left no status, process.vanished; either after this Worker KILLed it at the end of a stop's grace:
+   process.killed_after_grace); a transport failure of the drain or the completion is isolated, leaves
    the completion to the next tick and does not block step 3 while the process still runs; a
    refused append (e.g. fenced.state_drift: the Attempt ended while this Worker was away), or a 5xx
    the shell answered for it, goes on to the completion, which decides (output never holds a Run's
@@ -66,6 +68,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -81,6 +84,7 @@ from qinglong.wire import (
 )
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
+from qinglong.wire.reasons import KILLED_AFTER_GRACE
 from qinglong.worker.client import (
     ClientError,
     IngressClient,
@@ -347,6 +351,9 @@ class Coordinator:
             exit_code = status.exit_code if status is not None else None
             # no status file: the runner wrapper itself was killed (or the pid now belongs to another process)
             error = None if exit_code is not None else ("process.killed" if status is not None else "process.vanished")
+            killed = status is None or status.signal == signal.SIGKILL
+            if error is not None and killed and inbox.error_code == KILLED_AFTER_GRACE:
+                error = KILLED_AFTER_GRACE  # journaled by the stop that KILLed it (_stop_requested)
             record = self._save(record, "completion_pending", inbox.replace(exit_code=exit_code, error_code=error))
             inbox = Inbox.from_data(record.data)
             kill_at("completion_pending")
@@ -405,8 +412,23 @@ class Coordinator:
             with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late
                 self._executor.extend_lease(handle, renewed.lease_expires_boottime_ns)
         if answer.status == "stop_requested":
-            await self._controller.stop(handle)
+            record = await self._stop_requested(record, handle)
         return record
+
+    async def _stop_requested(self, record: Record, handle: ProcessHandle) -> Record:
+        """Stop the task (TERM, the grace, KILL). A task still running when the grace is over is KILLed, and that
+        is journaled first (errorCode process.killed_after_grace on the record): its completion then says it was
+        killed after ignoring its stop signal, not that it vanished or was killed by someone, also after a
+        restart. Returns the record as last saved."""
+        latest = [record]
+
+        def escalating() -> None:
+            inbox = Inbox.from_data(latest[0].data)
+            latest[0] = self._save(latest[0], latest[0].state, inbox.replace(error_code=KILLED_AFTER_GRACE))
+            emit(log, logging.WARNING, "task.killed_after_grace", offer=inbox.offer_id, run=inbox.offer.offer.run_id)
+
+        await self._controller.stop(handle, before_kill=escalating)
+        return latest[0]
 
     async def _masking(self, inbox: Inbox, session: Session) -> tuple[bytes, ...] | None:
         """The values to mask the Attempt's output with (none when its plan names no secret), or None when no

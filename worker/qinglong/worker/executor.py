@@ -239,7 +239,12 @@ def _place(policy: TaskPolicy, cwd: str | None, user: str | None, group: str | N
     if (effective_uid, effective_gid) != (os.geteuid(), os.getegid()) and not _can_switch():
         raise ExecutorRefused("plan.switch_not_permitted", "this Worker may not switch users or groups")
     if effective_uid == 0 and not policy.allow_root_tasks:
-        raise ExecutorRefused("plan.root_not_allowed", "this Worker does not run tasks as root")
+        why = "the plan names no user" if user is None else f"the plan's user {user!r} is root"
+        raise ExecutorRefused(
+            "plan.root_not_allowed",
+            f"{why} and this Worker does not run tasks as root: set the plan's user to one on run_as "
+            "(or allow_root_tasks = true in worker.toml)",
+        )
     path: PurePosixPath | None = None
     if cwd is not None:
         if type(cwd) is not str or cwd == "" or "\x00" in cwd:

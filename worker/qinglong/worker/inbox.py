@@ -5,8 +5,9 @@ record ends, the secret files its launch made (removed through delivery.py).
 The record holds the offer exactly as received (with its lease token: the journal file is 0600),
 the newest persisted Lease version, its conservative local expiry on CLOCK_BOOTTIME and the length of
 the Lease that call granted, the activation snapshot, the launch nonce and durable process handle, the
-exit and the reason a record was isolated. (Records written before task output shipped carry
-`receipts` of an uploaded log: read and dropped.)
+exit, and the reason a record was isolated (or, for a start failure, its message). An error code written
+while the task still runs is `process.killed_after_grace`: the stop KILLed it (coordinator.py). (Records
+written before task output shipped carry `receipts` of an uploaded log: read and dropped.)
 
 Secret files: `secret_dir` (the Run's directory), `secret_store` (the launch's folder on a tmpfs, if any) and
 `secret_files` (delivery.SecretFile records: each path, its temporary name and, once created, its inode

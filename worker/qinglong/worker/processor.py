@@ -30,7 +30,10 @@ is read from the cache (its digest checked again) and the Executor unpacks it in
 bundle that breaks a rule is a start failure with its `bundle.*` code).
 A start that cannot happen is reported with the start-failure ACK (a plan this Worker may not honour
 — its user, group or cwd — is one: the Executor refuses it with a `plan.*` code before it creates
-anything). Every step is persisted before
+anything): its code, of the catalogue qinglong.wire.reasons (one it lacks goes as `start.failed`), and its
+message (the Executor's words, else the catalogue's), journaled as the record's reason, so the `record.state`
+log line says both; a shell of the previous release, which refuses the message (`wire.unknown_field`), gets
+the ACK again with the code alone. Every step is persisted before
 the next one acts, so a restart resumes here; a restart that finds `launching` decides from the
 launch's evidence (launch.py) whether the task was never started, runs, or ran.
 """
@@ -46,6 +49,8 @@ from qinglong.wire import ActivationRequest, ActivationResponse, ActivationStart
 from qinglong.wire.activation import Phase
 from qinglong.wire.bundle import BundleError
 from qinglong.wire.bundle_fetch import BundleChunkRequest
+from qinglong.wire.codec import UNKNOWN_FIELD
+from qinglong.wire.reasons import START_FAILED, start_failure
 from qinglong.worker.bundles import CHUNK, FETCH_TIMEOUT, UNAVAILABLE, BundleCache
 from qinglong.worker.client import (
     ClientError,
@@ -110,15 +115,26 @@ class Processor:
     def _save(self, record: Record, state: State, inbox: Inbox) -> Record:
         return save(self._journal, record, state, inbox)
 
+    def _start_failed(self, record: Record, inbox: Inbox, code: str, message: str | None = None) -> Record:
+        """Save a start failure: its code and, as the record's reason, its message (the Executor's or the
+        catalogue's), which the start-failure ACK sends and the state change's log line shows."""
+        code, message = start_failure(code, message)
+        return self._save(record, "start_failed", inbox.replace(error_code=code, reason=message))
+
     async def _ack(self, session: Session, inbox: Inbox, phase: Phase) -> ActivationResponse:
         fence = inbox.fence(session.generation)
-        if phase == "start-failure":
-            body: ActivationRequest | ActivationStartFailureRequest = ActivationStartFailureRequest(
-                **fence, error_code=inbox.error_code or "start.failed"
-            )
-        else:
-            body = ActivationRequest(**fence)
-        return await self._client.activate(session, inbox.offer_id, phase, body)
+        if phase != "start-failure":
+            return await self._client.activate(session, inbox.offer_id, phase, ActivationRequest(**fence))
+        code, message = start_failure(inbox.error_code or START_FAILED, inbox.reason)
+        body = ActivationStartFailureRequest(**fence, error_code=code, error_message=message)
+        try:
+            return await self._client.activate(session, inbox.offer_id, phase, body)
+        except Refused as refused:
+            if refused.code != UNKNOWN_FIELD:
+                raise
+        # A shell of the previous release takes no errorMessage: the code alone, as that release sent it.
+        legacy = ActivationStartFailureRequest(**fence, error_code=code)
+        return await self._client.activate(session, inbox.offer_id, phase, legacy)
 
     async def _step(self, record: Record, session: Session) -> Record | None:
         inbox = Inbox.from_data(record.data)
@@ -156,7 +172,7 @@ class Processor:
     async def _starting(self, record: Record, session: Session, inbox: Inbox) -> Record | None:
         refusal = self._trust.refusal(inbox.offer.offer)
         if refusal is not None:
-            return self._save(record, "start_failed", inbox.replace(error_code=refusal))
+            return self._start_failed(record, inbox, refusal)
         digest = inbox.offer.offer.plan.bundle
         if digest is not None and not self._bundles.has(digest):
             return await self._fetch(record, session, inbox, digest)
@@ -169,10 +185,10 @@ class Processor:
             return self._save(record, "recovery_required", inbox.replace(reason="running before this Worker spawned"))
         inbox = inbox.replace(snapshot=ack.snapshot.to_obj())
         if missing(inbox.offer.offer.plan, ack.secrets):
-            return self._save(record, "start_failed", inbox.replace(error_code=SECRET_UNAVAILABLE))
+            return self._start_failed(record, inbox, SECRET_UNAVAILABLE)
         has_timeout = inbox.offer.offer.plan.timeout_ms is not None
         if has_timeout != (ack.snapshot.deadline_at_ms is not None):
-            return self._save(record, "start_failed", inbox.replace(error_code="deadline.one_sided"))
+            return self._start_failed(record, inbox, "deadline.one_sided")
         return self._save(record, "starting_acknowledged", inbox)
 
     async def _launch(self, record: Record, session: Session, inbox: Inbox) -> Record:
@@ -184,7 +200,7 @@ class Processor:
             return self._save(record, state, inbox.replace(reason=f"replay answered {ack.status}"))
         plan = inbox.offer.offer.plan
         if missing(plan, ack.secrets):  # e.g. deleted since the first answer: its version was destroyed
-            return self._save(record, "start_failed", inbox.replace(error_code=SECRET_UNAVAILABLE))
+            return self._start_failed(record, inbox, SECRET_UNAVAILABLE)
         if inbox.short_of_lease():  # also when it expired locally: no process yet, so the database decides
             return await self._renew(record, session, inbox)
         nonce = secrets.token_hex(16)
@@ -204,7 +220,7 @@ class Processor:
         if inbox.fetch_started_ns is None or inbox.fetch_started_ns > now:  # (a reboot: counted again)
             record = self._save(record, record.state, inbox := inbox.replace(fetch_started_ns=now))
         elif now - inbox.fetch_started_ns > self._bundles.fetch_limit_s * 1e9:
-            return self._save(record, "start_failed", inbox.replace(error_code=FETCH_TIMEOUT))
+            return self._start_failed(record, inbox, FETCH_TIMEOUT)
         self._bundles.evict(self._pinned())
         until = time.monotonic() + FETCH_SLICE_S
         index = self._bundles.next_chunk(digest)
@@ -223,9 +239,9 @@ class Processor:
             except Refused as refused:
                 if refused.code != "not_found":
                     raise
-                return self._save(record, "start_failed", inbox.replace(error_code=UNAVAILABLE))
+                return self._start_failed(record, inbox, UNAVAILABLE)
             except BundleError as error:
-                return self._save(record, "start_failed", inbox.replace(error_code=error.code))
+                return self._start_failed(record, inbox, error.code, str(error))
             index += 1
         return None
 
@@ -255,8 +271,7 @@ class Processor:
         if found.handle is not None:
             return self._save(record, "started", inbox.replace(handle=found.handle.to_dict(), reason=found.reason))
         if found.never_started:
-            failed = inbox.replace(error_code="launch.never_started", reason=found.reason)
-            return self._save(record, "start_failed", failed)
+            return self._start_failed(record, inbox, "launch.never_started", found.reason)
         reason = f"restart during launch: {found.reason}"
         return self._save(record, "recovery_required", inbox.replace(reason=reason))
 
@@ -274,7 +289,7 @@ class Processor:
                 bundle = self._bundles.read(plan.bundle)
             except (BundleError, FileNotFoundError) as error:
                 code = error.code if isinstance(error, BundleError) else UNAVAILABLE
-                return self._save(latest[0], "start_failed", inbox.replace(error_code=code))
+                return self._start_failed(latest[0], inbox, code, str(error))
         delivery = None
         if inbox.secret_files:
             file_values = {path: values[name] for path, name in (plan.secret_files or {}).items()}
@@ -297,11 +312,10 @@ class Processor:
                 bundle=bundle,
             )
         except ExecutorRefused as refused:
-            refusal = Inbox.from_data(latest[0].data).replace(error_code=refused.code)
-            return self._save(latest[0], "start_failed", refusal)
-        except OSError:
-            failed = Inbox.from_data(latest[0].data).replace(error_code="spawn.os_error")
-            return self._save(latest[0], "start_failed", failed)
+            return self._start_failed(latest[0], Inbox.from_data(latest[0].data), refused.code, refused.message)
+        except OSError as error:
+            message = f"the runner could not be started: {error.strerror or type(error).__name__}"
+            return self._start_failed(latest[0], Inbox.from_data(latest[0].data), "spawn.os_error", message)
         if plan.secret_names():
             self._values.put(inbox.offer_id, values.values())  # for the coordinator to mask the output with
         started = Inbox.from_data(latest[0].data).replace(handle=handle.to_dict())

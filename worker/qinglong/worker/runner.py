@@ -256,9 +256,9 @@ def read_lease(path: str) -> int | None:
         return None
 
 
-def _group_members(pgid: int) -> list[int]:
-    """The pids of this process group but the wrapper (read from /proc)."""
-    me, members = os.getpid(), []
+def group_members(pgid: int, but: int | None = None) -> list[int]:
+    """The pids of process group `pgid` but `but` (default: this process, the wrapper), read from /proc."""
+    me, members = os.getpid() if but is None else but, []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -304,12 +304,12 @@ def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, err_p
     while (left := end - time.monotonic()) > 0:
         if child.poll() is None:
             _wait_child(child, left)
-        elif not _group_members(pgid):
+        elif not group_members(pgid):
             return child.wait()
         else:
             time.sleep(min(0.05, left))  # the task left members behind: they get the grace too
     for _ in range(100):  # bounded: a fork bomb cannot keep the wrapper here forever
-        members = _group_members(pgid)
+        members = group_members(pgid)
         if not members:
             break
         for pid in members:

@@ -122,6 +122,7 @@ def list_runs(args: argparse.Namespace) -> int:
 
 def logs(args: argparse.Namespace) -> int:
     from qinglong.cli.output import print_logs
+    from qinglong.cli.timeline import reasons
     from qinglong.wire import RunOutputQuery
 
     scope = _scope(args)
@@ -131,7 +132,13 @@ def logs(args: argparse.Namespace) -> int:
         query = RunOutputQuery(attempt=attempt, after=after).to_query()
         return scope.call(f"run logs {run}", lambda p: scope.api.output(p, run, query), _missing(scope, run))
 
-    ended = print_logs(fetch, args.attempt, args.follow, args.json)
+    def explain(attempt: dict[str, Any]) -> str | None:
+        """Why the Attempt ended without an exit code: its end in the Run's timeline (the Worker's message)."""
+        timeline = scope.call(f"run logs {run}", lambda p: scope.api.show(p, run), _missing(scope, run))
+        found = reasons(timeline, attempt["attemptId"])
+        return found[-1] if found else None
+
+    ended = print_logs(fetch, args.attempt, args.follow, args.json, explain)
     return EXIT_OUTCOMES.get(ended, 1) if args.follow and ended is not None else 0
 
 
@@ -166,8 +173,10 @@ def register(top: Commands) -> None:
     p = run.add_parser(
         "logs",
         help="a Run's output: its stdout on stdout, its stderr on stderr",
-        description=f"A Run's output: its stdout on stdout, its stderr on stderr. With --follow it exits with how the "
-        f"Run (or the --attempt followed) ended: {codes} (any other end of an Attempt: 1); 130 on Ctrl-C.",
+        description=f"A Run's output: its stdout on stdout, its stderr on stderr. An Attempt that ended without its "
+        "task's exit code gets one line on stderr saying why (a start failure: that nothing ran). With --follow it "
+        f"exits with how the Run (or the --attempt followed) ended: {codes} (any other end of an Attempt: 1); 130 on "
+        "Ctrl-C.",
     )
     api_options(p, project=False)
     run_argument(p)

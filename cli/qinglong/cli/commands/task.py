@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from qinglong.cli import operators as op
 from qinglong.cli.commands.schedule import add_schedule, schedule_lines
+from qinglong.cli.commands.task_api import add_api_commands
 from qinglong.cli.common import (
     PROJECT_HELP,
     Commands,
@@ -39,6 +40,8 @@ from qinglong.wire.codec import WireError
 from qinglong.wire.offer import Plan
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from qinglong.cli.admin import Transaction
     from qinglong.wire.bundle import Packed
 
@@ -58,6 +61,10 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         plan["pool"] = args.pool
     if args.cwd:
         plan["cwd"] = args.cwd
+    if args.user:
+        plan["user"] = args.user
+    if args.group:
+        plan["group"] = args.group
     for flag, key, given in (
         ("--env", "env", args.env),
         ("--secret-env", "secretEnv", args.secret_env),
@@ -75,6 +82,18 @@ def _plan_key() -> Path | None:
     """QINGLONG_PLAN_KEY: the operator key `task create` signs with when --sign is not given."""
     given = os.environ.get("QINGLONG_PLAN_KEY")
     return Path(given) if given else None
+
+
+def signing_key(path: Path | None) -> Ed25519PrivateKey | None:
+    """The operator key --sign names (None: no --sign), or one line saying why it cannot be used."""
+    if path is None:
+        return None
+    from qinglong.wire.signing import load_private_key
+
+    try:
+        return load_private_key(path)
+    except ValueError as exc:
+        raise Failure(f"--sign: {exc}") from None
 
 
 def _upload(tx: Transaction, packed: Packed) -> None:
@@ -109,14 +128,7 @@ def create(args: argparse.Namespace) -> int:
         plan = Plan.from_obj(plan).to_obj()  # what is signed is what is stored
     except WireError as exc:
         raise Failure(f"the plan: {exc.message}") from None
-    key = None
-    if args.sign is not None:
-        from qinglong.wire.signing import load_private_key
-
-        try:
-            key = load_private_key(args.sign)
-        except ValueError as exc:
-            raise Failure(f"--sign: {exc}") from None
+    key = signing_key(args.sign)
     if args.schedule is None and (args.timezone is not None or args.overlap is not None):
         raise Failure("--timezone and --overlap go with --schedule")
 
@@ -221,6 +233,10 @@ def register(top: Commands) -> None:
     p.add_argument(
         "--cwd", help="where it runs: a folder in the Run's own (e.g. one of --bundle's; default: the Run's folder)"
     )
+    p.add_argument("--user", metavar="NAME", help="the user it runs as, on the Worker's run_as list (default: the "
+                   "Worker's own user; a Worker running as root refuses that unless allow_root_tasks)")  # fmt: skip
+    p.add_argument("--group", metavar="NAME", help="the group it runs as, on the Worker's run_as_groups list "
+                   "(default: the user's groups)")  # fmt: skip
     p.add_argument(
         "--env", action="append", metavar="NAME=VALUE", help="an environment variable (repeatable; default: none)"
     )
@@ -264,3 +280,4 @@ def register(top: Commands) -> None:
         p = catalogue_command(task, command, text, functools.partial(set_status, active=active))
         p.add_argument("--project", required=True, metavar="NAME|ID", help=PROJECT_HELP)
         p.add_argument("task", metavar="NAME|ID", help="the task, by name, id or short id within the project")
+    add_api_commands(task, _plan, signing_key, _plan_key())
