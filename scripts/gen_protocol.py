@@ -99,6 +99,7 @@ from qinglong.wire import (
     enqueue,
     errors,
     lease_control,
+    notify,
     offer,
     output,
     project,
@@ -128,6 +129,18 @@ from qinglong.wire.fields import (
     Str,
     Token,
     Uuid,
+)
+from qinglong.wire.notify import (
+    NotifyAttempt,
+    NotifyDeliveries,
+    NotifyDeliveriesQuery,
+    NotifyNotification,
+    NotifyRule,
+    NotifyRuleList,
+    NotifyRuleRemoved,
+    NotifyRuleRemoveRequest,
+    NotifyRuleSet,
+    NotifyRuleSetRequest,
 )
 from qinglong.wire.output import OutputAttempt, OutputChunk, OutputStream
 from qinglong.wire.project import ProjectListQuery, RunMatch, VisibleProject
@@ -163,6 +176,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("Task changes and schedule previews", tc, tc.TASK_SCHEMA),
     Family("Project view and its Workers", project, project.PROJECT_VIEW_SCHEMA),
     Family("Project secrets", secrets, secrets.SECRET_SCHEMA),
+    Family("Notifications", notify, notify.NOTIFY_SCHEMA),
     Family("Errors", errors, errors.ERROR_SCHEMA),
 )
 
@@ -182,6 +196,8 @@ PROJECT = "c0000000-0000-4000-8000-000000000003"
 TASK = "d0000000-0000-4000-8000-000000000004"
 REVISION = "d0000000-0000-4000-8000-000000000005"
 RUN = "e0000000-0000-4000-8000-000000000006"
+RULE = "f1000000-0000-4000-8000-000000000011"
+NOTIFICATION = "f2000000-0000-4000-8000-000000000012"
 BUNDLE = hashlib.sha256(b"an archive of scripts").hexdigest()
 ATTEMPT = "e0000000-0000-4000-8000-000000000007"
 OFFER = "f0000000-0000-4000-8000-000000000008"
@@ -502,6 +518,54 @@ def examples() -> dict[type[Message], Message]:
                 SecretEntry(name="DB_PASSWORD", version=2, size=28, set_by="alice", set_at_ms=T0 + 7, created_at_ms=T0),
             ),
         ),
+        NotifyRuleSetRequest(
+            events=("run.failed", "run.timed_out"),
+            channel="webhook",
+            url="https://hooks.example.com/qinglong",
+            secret_name="HOOK_KEY",  # noqa: S106 - a secret's name
+        ),
+        NotifyRuleSet(status="created", rule_id=RULE, name="ops-hook"),
+        NotifyRuleRemoveRequest(),
+        NotifyRuleRemoved(name="ops-hook", dropped=0),
+        NotifyRuleList(
+            project_id=PROJECT,
+            project="nightly-jobs",
+            rules=(
+                NotifyRule(
+                    name="ops-hook",
+                    events=("run.failed", "run.timed_out"),
+                    channel="webhook",
+                    url="https://hooks.example.com/qinglong",
+                    secret_name="HOOK_KEY",  # noqa: S106 - a secret's name
+                    created_at_ms=T0,
+                    updated_at_ms=T0,
+                    pending=0,
+                ),
+            ),
+        ),
+        NotifyDeliveries(
+            project_id=PROJECT,
+            project="nightly-jobs",
+            notifications=(
+                NotifyNotification(
+                    id=NOTIFICATION,
+                    rule="ops-hook",
+                    kind="run.failed",
+                    state="delivered",
+                    attempts=2,
+                    created_at_ms=T0,
+                    ended_at_ms=T0 + 2041,
+                    run_id=RUN,
+                    task_id=TASK,
+                    deliveries=(
+                        NotifyAttempt(
+                            attempt_no=1, ok=False, status_code=503, error="http.status", duration_ms=35, at_ms=T0 + 40
+                        ),
+                        NotifyAttempt(attempt_no=2, ok=True, status_code=204, duration_ms=12, at_ms=T0 + 2041),
+                    ),
+                ),
+            ),
+        ),
         ErrorMessage(code="fenced.stale_version", message="stale_version", request_id=REQUEST_ID),
     ]
     by_class: dict[type[Message], Message] = {}
@@ -521,6 +585,7 @@ EXAMPLE_QUERIES: dict[type[Query], Query] = {
     RunOutputQuery: RunOutputQuery(attempt=1, after=41),
     ProjectListQuery: ProjectListQuery(run_id_prefix="e0000000"),
     tc.SchedulePreviewQuery: tc.SchedulePreviewQuery(cron="30 2 * * *", timezone="Europe/Berlin", count=2),
+    NotifyDeliveriesQuery: NotifyDeliveriesQuery(rule="ops-hook", limit=20),
 }
 
 # -- describing declared fields ------------------------------------------------------------------

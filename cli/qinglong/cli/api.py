@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.wire import CANCELLATION_SCHEMA, ENQUEUE_SCHEMA, TASK_SCHEMA, paths
+from qinglong.wire.notify import NOTIFY_SCHEMA
 from qinglong.wire.secrets import SECRET_SCHEMA
 
 
@@ -165,3 +166,20 @@ class UserApi:
     def secrets(self, project: str) -> dict[str, Any]:
         """The project's secrets: names, versions, sizes, who and when (never a value)."""
         return self.request("GET", paths.SECRETS.format(project=project))[1]
+
+    def set_notify_rule(self, project: str, rule: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace a notification rule (its events, channel, URL, secret name, template)."""
+        body = {"schema": NOTIFY_SCHEMA, **{k: v for k, v in fields.items() if v is not None}}
+        return self.request("PUT", paths.NOTIFY_RULE.format(project=project, rule=rule), body)[1]
+
+    def remove_notify_rule(self, project: str, rule: str) -> dict[str, Any]:
+        body = {"schema": NOTIFY_SCHEMA}
+        return self.request("POST", paths.NOTIFY_RULE_REMOVAL.format(project=project, rule=rule), body)[1]
+
+    def notify_rules(self, project: str) -> dict[str, Any]:
+        return self.request("GET", paths.NOTIFY_RULES.format(project=project))[1]
+
+    def notify_deliveries(self, project: str, query: str) -> dict[str, Any]:
+        """The latest notifications and their attempts (`query`: rule=…&limit=…, already encoded)."""
+        path = paths.NOTIFY_DELIVERIES.format(project=project)
+        return self.request("GET", f"{path}?{query}" if query else path)[1]

@@ -1,7 +1,7 @@
 -- Structure: roles, schemas and privileges of docs/architecture.md §8 — the runtime role executes the API and touches no table.
 begin;
 \ir ../fixtures.psql
-select plan(19);
+select plan(21);
 
 select has_role('ql_owner', 'ql_owner exists');
 select has_role('ql_runtime', 'ql_runtime exists');
@@ -32,9 +32,10 @@ select is((select array_agg(p.oid::regprocedure::text order by 1) from pg_proc p
 select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
-  array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_activation_v2', 'attempt_complete_v1',
-        'attempt_lease_control_v1', 'bundle_chunk_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1',
-        'project_view_v1', 'project_workers_v1', 'request_admission_v1',
+  array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_activation_v2', 'attempt_complete_v1', 'attempt_lease_control_v1',
+        'bundle_chunk_v1', 'notify_deliveries_v1', 'notify_rule_list_v1', 'notify_rule_remove_v1',
+        'notify_rule_set_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1', 'project_view_v1', 'project_workers_v1',
+        'request_admission_v1',
         'request_admission_v2', 'run_cancel_request_v1', 'run_enqueue_v1', 'run_list_v1', 'run_output_v1',
         'run_timeline_v1', 'run_timeline_v2', 'schedule_preview_v1', 'secret_delete_v1', 'secret_list_v1',
         'secret_rewrap_page_v1', 'secret_rewrap_v1', 'secret_set_v1', 'storage_health_v1', 'subject_admission_v1',
@@ -50,6 +51,16 @@ select is(
         'schedule_fire_v1', 'schedule_next_fire_v1', 'schedule_tick'],
   'ql_scheduler executes exactly converge, its page functions and the floor of its grace, retain and the functions it '
   'calls, and the scheduler''s tick and what it calls');
+select is(
+  array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname in ('ql', 'ql_api') and has_function_privilege('ql_notify', p.oid, 'execute') order by 1),
+  array['notify_claim_v1', 'notify_prune_v1', 'notify_result_v1', 'notify_worker_scan_v1'],
+  'ql_notify (the dispatcher) executes exactly its claim, result, Worker scan and prune functions');
+select is((select count(*)::int from pg_class c join pg_namespace n on n.oid = c.relnamespace
+           cross join unnest(array['select', 'insert', 'update', 'delete', 'truncate']) p
+           where n.nspname in ('ql', 'ql_api') and c.relkind in ('r', 'v', 'm', 'S', 'p')
+             and has_table_privilege('ql_notify', c.oid, p)), 0,
+          'ql_notify has no privilege on any table');
 select ok(not has_function_privilege('ql_runtime', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute')
           and not has_function_privilege('ql_scheduler', 'ql_api.role_binding_set_v1(uuid,uuid,text,boolean)', 'execute'),
           'only the owner (an operator acting as DBA) changes role bindings');

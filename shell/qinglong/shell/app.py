@@ -60,6 +60,7 @@ from qinglong.wire.activation import PHASES
 from qinglong.wire.common import NAME_PATTERN, SECRET_NAME_PATTERN, token_digest
 from qinglong.wire.errors import ERRORS, OUTCOME_STATUSES
 from qinglong.wire.logline import emit
+from qinglong.wire.notify import RULE_NAME_PATTERN
 from qinglong.wire.query import Query
 from qinglong.wire.specs import BEARER_TOKEN_PATTERN, UUID_TEXT
 
@@ -75,6 +76,7 @@ ADMISSION_CODES: Final = {"project.not_found": "not_found"}  # any other deny re
 UNAUTHENTICATED_REASONS: Final = {"auth.unknown_token": "unknown_token", "auth.subject_disabled": "subject_disabled"}
 _NAME: Final = re.compile(NAME_PATTERN)
 _SECRET_NAME: Final = re.compile(SECRET_NAME_PATTERN)
+_RULE_NAME: Final = re.compile(RULE_NAME_PATTERN)
 _PHASE: Final = "{phase:" + "|".join(PHASES) + "}"  # the router's {phase}: another phase is request.unknown_path
 _BEARER: Final = re.compile(f"Bearer ({BEARER_TOKEN_PATTERN})")
 # RFC 9110 §8.3.1: type, subtype, parameter name and (for charset) value are case-insensitive; a value may be quoted.
@@ -188,6 +190,8 @@ def _check_path_ids(request: web.Request) -> None:
             raise Refusal("wire.bad_pattern", "path task is not a task name")
         if name == "name" and not _SECRET_NAME.fullmatch(value):
             raise Refusal("wire.bad_pattern", "path secret name is not [A-Z_][A-Z0-9_]{0,63}")
+        if name == "rule" and not _RULE_NAME.fullmatch(value):
+            raise Refusal("wire.bad_pattern", "path rule name is not [a-z0-9][a-z0-9._-]{0,63}")
 
 
 def _parse(route: Route, call: Call, raw: bytes) -> Message:

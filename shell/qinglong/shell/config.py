@@ -64,7 +64,7 @@ import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from qinglong.shell.sealing import KekFileError, read_kek
 from qinglong.wire.codec import WireError
@@ -233,13 +233,21 @@ def _keks(base: Path, given: _Secrets) -> tuple[bytes, tuple[bytes, ...]]:
     return current, accepted
 
 
-def load(path: Path) -> ShellConfig:
+R = TypeVar("R", bound=Record)
+
+
+def read(path: Path, shape: type[R]) -> R:
+    """A TOML file parsed exactly into `shape` (ConfigError: one line naming what is wrong)."""
     try:
-        given = _ShellFile.load_at(tomllib.loads(path.read_text()), path.name)
+        return shape.load_at(tomllib.loads(path.read_text()), path.name)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     except WireError as exc:
         raise ConfigError(exc.message) from None
+
+
+def load(path: Path) -> ShellConfig:
+    given = read(path, _ShellFile)
     base = path.parent
     secret = _secret(base / given.secret.cluster_secret_file)
     accepted = None

@@ -32,8 +32,9 @@ USER_PATHS: Final = (  # of wire.paths
     "PROJECT", "RUNS", "RUN", "RUN_CANCELLATION", "RUN_OUTPUT", "TASKS", "WORKERS",
     "TASK", "TASK_STATUS", "TASK_SCHEDULE", "SCHEDULE_PREVIEW",
 )  # fmt: skip
+NOTIFY_PATHS: Final = ("NOTIFY_RULES", "NOTIFY_DELIVERIES")  # the notifications page (read only)
 WIRE: Final = {  # what wire.js exports, by name
-    "PATHS": {name: getattr(paths, name) for name in USER_PATHS},
+    "PATHS": {name: getattr(paths, name) for name in USER_PATHS + NOTIFY_PATHS},
     "ENQUEUE_SCHEMA": ENQUEUE_SCHEMA,
     "CANCELLATION_SCHEMA": CANCELLATION_SCHEMA,
     "TASK_SCHEMA": TASK_SCHEMA,

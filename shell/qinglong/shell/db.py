@@ -163,8 +163,9 @@ class Database:
         max_size: int = 4,
         timeout: float = 5.0,
         prepared_statements: bool = True,
+        application_name: str = "qinglong-shell",
     ) -> None:
-        kwargs: dict[str, Any] = {"autocommit": True, "application_name": "qinglong-shell"}
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": application_name}
         if not prepared_statements:
             kwargs["prepare_threshold"] = None
         self._pool = AsyncConnectionPool(

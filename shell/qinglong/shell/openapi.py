@@ -16,6 +16,7 @@ from qinglong.wire import ErrorMessage, Message, Record, Variants, activation
 from qinglong.wire.common import NAME_PATTERN, SECRET_NAME_PATTERN
 from qinglong.wire.errors import ERRORS, route_errors
 from qinglong.wire.fields import Base64Bytes, Bool, Enum, Int, List, Map, Nested, Null, Spec, Str, Token, Uuid
+from qinglong.wire.notify import RULE_NAME_PATTERN
 from qinglong.wire.specs import BASE64URL_32_PATTERN, UUID_PATTERN
 
 ERROR_REF: Final = {"$ref": "#/components/schemas/Error"}
@@ -134,6 +135,11 @@ def _operation(route: Route) -> dict[str, Any]:
         params.append({
             "name": "name", "in": "path", "required": True, "description": "the secret's name",
             "schema": {"type": "string", "pattern": f"^{SECRET_NAME_PATTERN}$"},
+        })  # fmt: skip
+    if "{rule}" in route.path:
+        params.append({
+            "name": "rule", "in": "path", "required": True, "description": "the notification rule's name",
+            "schema": {"type": "string", "pattern": f"^{RULE_NAME_PATTERN}$"},
         })  # fmt: skip
     if route.query is not None:
         params += [

@@ -81,6 +81,15 @@ from qinglong.wire import (
 from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.common import SECRET_NAME_PATTERN, SECRET_REFS_MAX, SECRET_VALUE_MAX_BYTES, token_digest
 from qinglong.wire.fields import Base64Bytes, Enum, Int, List, Nested, Record, Str, Uuid, wire
+from qinglong.wire.notify import (
+    NotifyDeliveries,
+    NotifyDeliveriesQuery,
+    NotifyRuleList,
+    NotifyRuleRemoved,
+    NotifyRuleRemoveRequest,
+    NotifyRuleSet,
+    NotifyRuleSetRequest,
+)
 from qinglong.wire.query import Query
 from qinglong.wire.specs import UUID_TEXT
 
@@ -450,6 +459,29 @@ def _secrets(c: Call, b: Never) -> Args:
     return {"p_project": c.project_id}
 
 
+def _notify_rule_set(c: Call, b: NotifyRuleSetRequest) -> Args:
+    return {
+        "p_subject_id": c.subject_id,
+        "p_project_id": c.project_id,
+        "p_name": c.match["rule"],
+        "p_events": list(b.events),
+        "p_channel": b.channel,
+        "p_url": b.url,
+        "p_secret_name": b.secret_name,
+        "p_template": b.template,
+        **_admitted(c),
+    }
+
+
+def _notify_rule_remove(c: Call, b: NotifyRuleRemoveRequest) -> Args:
+    return {"p_subject_id": c.subject_id, "p_project_id": c.project_id, "p_name": c.match["rule"], **_admitted(c)}
+
+
+def _notify_deliveries(c: Call, b: Never) -> Args:
+    q = c.query_of(NotifyDeliveriesQuery)
+    return {"p_project": c.project_id, "p_rule": q.rule, "p_limit": q.limit or 50}
+
+
 KEK_ID_PATTERN: Final = "[A-Za-z0-9_-]{12}"  # sealing.kek_id's text (ql.secret_versions.kek_id check)
 
 
@@ -604,5 +636,22 @@ ROUTES: Final = (
     RouteOf(
         "user.secrets.list", "GET", paths.SECRETS, "user", None, "secret_list_v1", _secrets, SecretList,
         permission="secret.read",
+    ),
+    RouteOf(
+        "user.notify_rules.set", "PUT", paths.NOTIFY_RULE, "user", _const(NotifyRuleSetRequest), "notify_rule_set_v1",
+        _notify_rule_set, NotifyRuleSet, permission="run.start", accepted=frozenset({"created", "updated"}),
+    ),
+    RouteOf(
+        "user.notify_rules.remove", "POST", paths.NOTIFY_RULE_REMOVAL, "user", _const(NotifyRuleRemoveRequest),
+        "notify_rule_remove_v1", _notify_rule_remove, NotifyRuleRemoved, permission="run.start",
+        accepted=frozenset({"removed"}),
+    ),
+    RouteOf(
+        "user.notify_rules.list", "GET", paths.NOTIFY_RULES, "user", None, "notify_rule_list_v1", _secrets,
+        NotifyRuleList, permission="run.read",
+    ),
+    RouteOf(
+        "user.notify_deliveries.list", "GET", paths.NOTIFY_DELIVERIES, "user", None, "notify_deliveries_v1",
+        _notify_deliveries, NotifyDeliveries, permission="run.read", query=NotifyDeliveriesQuery,
     ),
 )  # fmt: skip

@@ -134,6 +134,16 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             assert (await user_call(http, shell, "PUT", f"{task}/schedule", token=token, body=schedule)).status == 403
             preview = f"{project}/schedule-preview?cron=*%2F5+*+*+*+*&timezone=UTC&count=2"
             assert (await user_call(http, shell, "GET", preview, token=token)).status == 200
+            rule = {"schema": "qinglong/notify@v1", "events": ["run.failed"], "channel": "webhook",
+                    "url": "https://hooks.example.com/h", "secretName": "NO_SUCH"}  # fmt: skip
+            rules = f"{project}/notify-rules"
+            assert (await user_call(http, shell, "PUT", f"{rules}/ops", token=token, body=rule)).status == 404
+            removal = {"schema": "qinglong/notify@v1"}
+            reply = await user_call(http, shell, "POST", f"{rules}/ops/removal", token=token, body=removal)
+            assert reply.status == 404
+            assert (await user_call(http, shell, "GET", rules, token=token)).status == 200
+            history = f"{project}/notify-deliveries?limit=5"
+            assert (await user_call(http, shell, "GET", history, token=token)).status == 200
         after = await scrape()
         delta = after - before
         assert delta == Counter(
@@ -167,6 +177,10 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.tasks.status", "403"): 1,
                 ("user.tasks.schedule", "403"): 1,
                 ("user.schedules.preview", "200"): 1,
+                ("user.notify_rules.set", "404"): 1,
+                ("user.notify_rules.remove", "404"): 1,
+                ("user.notify_rules.list", "200"): 1,
+                ("user.notify_deliveries.list", "200"): 1,
             }
         )
         assert {route for route, _ in after} >= {r.name for r in ROUTES}

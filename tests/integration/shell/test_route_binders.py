@@ -32,6 +32,7 @@ ID = "0f0e0d0c-0b0a-4908-8706-050403020100"
 PATH: Mapping[str, str] = {
     "workerId": ID, "sessionId": ID, "offerId": ID, "projectId": ID, "runId": ID, "project": ID, "name": "DB_PASSWORD",
     "task": "nightly-backup",
+    "rule": "ops-hook",
 }  # fmt: skip
 SIGNATURE = """
 select p.proargnames, coalesce(p.proargmodes::text[], array_fill('i'::text, array[p.pronargs])),

@@ -68,6 +68,10 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
         "PUT /api/v3/projects/{project}/tasks/{task}/status",
         "PUT /api/v3/projects/{project}/tasks/{task}/schedule",
         "GET /api/v3/projects/{project}/schedule-preview",
+        "PUT /api/v3/projects/{project}/notify-rules/{rule}",
+        "POST /api/v3/projects/{project}/notify-rules/{rule}/removal",
+        "GET /api/v3/projects/{project}/notify-rules",
+        "GET /api/v3/projects/{project}/notify-deliveries",
     }
 
     def seeded(case: Case[Any], use_task: bool) -> Case[Any]:
@@ -79,6 +83,9 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             case.body = {**case.body, "cron": SEEDED_CRON, "timezone": "UTC"}
         if use_task and isinstance(case.query, dict) and "cron" in case.query:
             case.query = {**case.query, "cron": SEEDED_CRON, "timezone": "UTC"}
+        if use_task and isinstance(case.body, dict) and "secretName" in case.body:  # a rule the database accepts
+            case.body = {"schema": case.body.get("schema"), "events": ["run.failed"], "channel": "webhook",
+                         "url": "https://hooks.example.com/h", "secretName": "HOOK_SEEDED"}  # fmt: skip
         return case
 
     writes = ("/secrets/", "/tasks/")  # the secrets' and the tasks' writes as an owner, the rest as the operator
@@ -94,6 +101,8 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             fixed += [{"project": seed.project_p, "name": "SEEDED"}, {"project": "project-p", "name": "SEEDED"}]
         if "{task}" in operation.path:
             fixed += [{"project": seed.project_p, "task": "seeded"}, {"project": "project-p", "task": "seeded"}]
+        if "{rule}" in operation.path:
+            fixed += [{"project": seed.project_p, "rule": "seeded"}, {"project": "project-p", "rule": "seeded"}]
         strategies = [
             st.tuples(operation.as_strategy(mode, path_parameters=path or None), st.booleans()).map(
                 lambda pair: seeded(*pair)
@@ -133,6 +142,9 @@ async def test_user_api_never_answers_5xx(pki: Pki, database: PgDatabase, shell:
         task = {"schema": "qinglong/task@v1", "mutationId": "seeded-task", "plan": {"argv": ["true"]}}
         path = f"/api/v3/projects/{seed.project_p}/tasks/seeded"  # and a task, for its status and schedule
         assert (await user_call(http, shell, "PUT", path, token=owner.token, body=task)).status == 202
+        hook = f"/api/v3/projects/{seed.project_p}/secrets/HOOK_SEEDED"  # the secret the seeded rule names
+        hook_body = {**body, "mutationId": "seeded-hook"}
+        assert (await user_call(http, shell, "PUT", hook, token=owner.token, body=hook_body)).status == 202
     config = schemathesis.Config()
     schema = await asyncio.to_thread(
         schemathesis.openapi.from_url, shell.user_url + "/openapi.json", config=config, verify=str(pki.ca)

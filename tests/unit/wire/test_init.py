@@ -65,6 +65,14 @@ from qinglong.wire import task_change as tc
 from qinglong.wire.activation import DeliveredSecret
 from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.fields import Base64Bytes, List, Nested, Token
+from qinglong.wire.notify import (
+    NotifyDeliveries,
+    NotifyRuleList,
+    NotifyRuleRemoved,
+    NotifyRuleRemoveRequest,
+    NotifyRuleSet,
+    NotifyRuleSetRequest,
+)
 
 WIRE = Path(wire_pkg.__file__).resolve().parent
 KIB = 1024
@@ -128,6 +136,12 @@ CAPS: dict[type[Message], tuple[str, int]] = {
     tc.TaskScheduleUnchanged: ("qinglong/task@v1", 4 * KIB),
     tc.TaskScheduleCleared: ("qinglong/task@v1", 4 * KIB),
     tc.SchedulePreview: ("qinglong/schedule-preview@v1", 8 * KIB),
+    NotifyRuleSetRequest: ("qinglong/notify@v1", 16 * KIB),
+    NotifyRuleSet: ("qinglong/notify@v1", 4 * KIB),
+    NotifyRuleRemoveRequest: ("qinglong/notify@v1", 4 * KIB),
+    NotifyRuleRemoved: ("qinglong/notify@v1", 4 * KIB),
+    NotifyRuleList: ("qinglong/notify@v1", 4096 * KIB),
+    NotifyDeliveries: ("qinglong/notify@v1", 8192 * KIB),
     ErrorMessage: ("qinglong/error@v1", 4 * KIB),
 }
 REQUESTS: set[type[Message]] = {
@@ -151,7 +165,15 @@ REQUESTS: set[type[Message]] = {
     tc.TaskScheduleRequest,
 }
 # pages for the CLI and the console, never for a Worker
-USER_READS: set[type[Message]] = {RunOutput, TaskList, ProjectWorkers, ProjectList, SecretList}
+USER_READS: set[type[Message]] = {
+    RunOutput,
+    TaskList,
+    ProjectWorkers,
+    ProjectList,
+    SecretList,
+    NotifyRuleList,
+    NotifyDeliveries,
+}
 # the Worker answers over 128 KiB: a starting ACK's answer delivers the secret values its plan names, a fetch a
 # bundle's chunk
 DELIVERIES: set[type[Message]] = {ActivationResponse, BundleChunk}
@@ -171,6 +193,8 @@ def test_every_message_has_its_schema_and_cap() -> None:
         tc.TaskRevisionRequest,
         tc.TaskStatusRequest,
         tc.TaskScheduleRequest,
+        NotifyRuleSetRequest,
+        NotifyRuleRemoveRequest,
     }
     assert all(cls.CAP == 4 * KIB for cls in worker_requests)
     assert all(cls.CAP <= 128 * KIB for cls in ALL_MESSAGES if cls not in REQUESTS | USER_READS | DELIVERIES)

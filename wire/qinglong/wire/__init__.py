@@ -19,6 +19,7 @@ from qinglong.wire import (
     enqueue,
     errors,
     lease_control,
+    notify,
     offer,
     output,
     project,
@@ -171,6 +172,7 @@ ALL_MESSAGES: Final[tuple[type[Message], ...]] = (
     *task_change.MESSAGES,
     *project.MESSAGES,
     *secrets.MESSAGES,
+    *notify.MESSAGES,
     *errors.MESSAGES,
 )
 

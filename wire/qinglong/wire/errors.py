@@ -117,7 +117,17 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "attempt",
     "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
     "error_message",  # a start failure's message (ql_api.attempt_activation_v2)
-    "lease_ms",  # operators (a pool's Lease length: ql_api.pool_lease_set_v1)
+    "events",  # notification rules (ql/notify: ql_api.notify_rule_set_v1)
+    "channel",
+    "url",
+    "secret_name",
+    "template",
+    "outbox_id",  # the notification dispatcher (ql_api.notify_claim_v1, notify_result_v1)
+    "attempt_no",
+    "status_code",
+    "error",
+    "duration_ms",
+    "lease_ms",  # the dispatcher's lease (ql/notify) and a pool's Lease length (ql/pool_leases)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {
@@ -155,6 +165,9 @@ INVALID_MEANINGS: Final[Mapping[str, str]] = {
     "time_range": "`sinceMs` is not before `untilMs`",
     "cursor": "the cursor is not one the run history answered",
     "cron_never_fires": "the cron expression matches no date, e.g. February 30 (operators: task schedules)",
+    "url": "the URL is not http(s), or it carries a credential (user:password@, or a key, token or sign parameter): "
+    "name a Project secret instead",
+    "template": "a template is for a chat channel (wecom) only",
     "offset": "the output chunk starts past the stream's end before the stream's head is complete",
     "version_id": "the secret version id the shell chose is missing or already used (a shell bug)",
     "sealed": "the sealed secret value does not fit its columns (a shell bug: the value never reaches the database)",

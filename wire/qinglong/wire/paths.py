@@ -41,3 +41,7 @@ WORKERS: Final = PROJECT + "/workers"
 SECRETS: Final = PROJECT + "/secrets"
 SECRET: Final = SECRETS + "/{name}"  # PUT: set a new version
 SECRET_DELETION: Final = SECRET + "/deletion"  # POST: delete
+NOTIFY_RULES: Final = PROJECT + "/notify-rules"  # GET: the live rules
+NOTIFY_RULE: Final = NOTIFY_RULES + "/{rule}"  # PUT: create or replace
+NOTIFY_RULE_REMOVAL: Final = NOTIFY_RULE + "/removal"  # POST: remove
+NOTIFY_DELIVERIES: Final = PROJECT + "/notify-deliveries"  # GET: the latest notifications and their attempts

@@ -6,7 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from qinglong.cli.commands import converge, db, pki, pool, project, role, run, secret, shell, subject, task, worker
+from qinglong.cli.commands import (
+    converge,
+    db,
+    notify,
+    pki,
+    pool,
+    project,
+    role,
+    run,
+    secret,
+    shell,
+    subject,
+    task,
+    worker,
+)
 from qinglong.cli.common import Commands
 
 GROUPS: tuple[Callable[[Commands], None], ...] = (
@@ -19,6 +33,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     task.register,
     run.register,
     secret.register,
+    notify.register,
     converge.register,
     shell.register,
     role.register,

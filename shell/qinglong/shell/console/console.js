@@ -5,10 +5,10 @@
 // Views (the URL fragment): #/runs (filters, pages, auto-refresh, enqueue), #/run/<id> (status, start, duration,
 // Worker, a readable timeline, each Attempt's output, the newest followed at its tail, cancel after a confirmation),
 // #/tasks (plans, schedules, last Runs, run now, enable or disable), #/task/<name> (a task: a new revision, its
-// schedule with the next fire times previewed as it is typed), #/new-task, #/workers (online or offline). Every value
-// from the API reaches the page as text (textContent), never as markup. Times are the browser's local time with its
-// zone (UTC on hover). The paths, schemas and statuses of the wire come from wire.js, which the shell makes from
-// qinglong.wire.
+// schedule with the next fire times previewed as it is typed), #/new-task, #/workers (online or offline), #/notify
+// (rules and the latest notifications with their attempts, read only). Every value from the API reaches the page as
+// text (textContent), never as markup. Times are the browser's local time with its zone (UTC on hover). The paths,
+// schemas and statuses of the wire come from wire.js, which the shell makes from qinglong.wire.
 
 import {
   CANCELLATION_SCHEMA, ENDED_RUN_STATUSES, ENDS, ENQUEUE_SCHEMA, PATHS, RUN_STATUSES, START_FAILURES, TASK_SCHEMA,
@@ -244,7 +244,7 @@ function route() {
   const mine = generation;
   const current = () => mine === generation;
   const pages = { runs: runsPage, run: runPage, tasks: tasksPage, task: taskPage, "new-task": taskPage,
-    workers: workersPage };
+    workers: workersPage, notify: notifyPage };
   (pages[page] || runsPage)(current, id ? decodeURIComponent(id) : undefined).catch((exc) => {
     if (current()) problemPage(exc);
   });
@@ -464,10 +464,6 @@ async function runPage(current, runId) {
   function drawRun(answer) {
     timeline = answer;
     const run = answer.run;
-    for (const e of answer.events) {
-      const message = JSON.parse(e.payload).errorMessage;
-      if (e.attemptId && typeof message === "string") messages.set(e.attemptId, message);
-    }
     drawFacts();
     const key = `${run.version}/${names.workers.size}`;
     if (drawn === key) return;
@@ -581,6 +577,10 @@ async function runPage(current, runId) {
     try {
       const answer = await api("GET", PATHS.RUN, { params: { runId } });
       if (!current()) return;
+      for (const e of answer.events) {  // before the output's note, which says why with them
+        const message = JSON.parse(e.payload).errorMessage;
+        if (e.attemptId && typeof message === "string") messages.set(e.attemptId, message);
+      }
       await loadOutput();
       if (!current()) return;
       drawRun(answer);
@@ -935,6 +935,40 @@ async function workersPage(current) {
       el("td", { text: String(w.activeAttempts) }),
       el("td", { class: "nowrap" }, w.lastContactAtMs === null ? el("span", { class: "muted", text: "never" })
         : when(w.lastContactAtMs)))), "No Worker serves this Project's pools."));
+}
+
+// -- notifications (read only: rules are managed with `qinglong notify rule …`) ------------------------------
+
+async function notifyPage(current) {
+  async function load() {
+    const [rules, history] = await Promise.all([api("GET", PATHS.NOTIFY_RULES),
+      api("GET", PATHS.NOTIFY_DELIVERIES, { query: "limit=50" })]);
+    if (!current()) return;
+    show("Notifications",
+      el("p", { class: "muted", text: "Rules name a Project secret, never its value. Each notification is delivered "
+        + "at least once; its id is the idempotency key a receiver sees." }),
+      el("h2", { text: "Rules" }),
+      table("notify-rules", ["Rule", "Events", "Channel", "Where", "Secret", "Pending"],
+        rules.rules.map((r) => el("tr", { "data-rule": r.name },
+          el("td", { text: r.name }), el("td", { class: "mono", text: r.events.join(", ") }),
+          el("td", { text: r.channel }), el("td", { class: "mono", text: r.url || "WeCom robot" }),
+          el("td", { class: "mono", text: r.secretName }), el("td", { text: String(r.pending) }))),
+        "No rule: `qinglong notify rule add` makes one."),
+      el("h2", { text: "Latest notifications" }),
+      table("notify-history", ["Id", "Rule", "Event", "State", "Attempts", "Last attempt", "Created", "Next attempt"],
+        history.notifications.map((n) => {
+          const last = n.deliveries[n.deliveries.length - 1];
+          const outcome = last ? [last.statusCode, last.error].filter((x) => x !== undefined).join(" ") : "";
+          return el("tr", { "data-notification": n.id },
+            el("td", { class: "mono", text: short(n.id) }), el("td", { text: n.rule }),
+            el("td", { class: "mono", text: n.kind }), el("td", {}, badge(n.state)),
+            el("td", { text: String(n.attempts) }), el("td", { class: "mono", text: outcome }),
+            el("td", { class: "nowrap" }, when(n.createdAtMs)),
+            el("td", { class: "nowrap" }, n.nextAttemptAtMs === undefined ? "" : when(n.nextAttemptAtMs)));
+        }), "No notification yet."));
+  }
+  await load();
+  every(REFRESH_MS, () => load().catch((exc) => { if (current()) problemPage(exc); }));
 }
 
 // -- start ---------------------------------------------------------------------------------------------------

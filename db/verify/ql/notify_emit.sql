@@ -1,0 +1,9 @@
+-- Verify qinglong:ql/notify_emit on pg
+-- Existence, signature, owner and privileges both ways; never behaviour (that is pgTAP's).
+select 1 / pg_catalog.count(*)::int from pg_catalog.pg_proc p
+join pg_catalog.pg_roles o on o.oid = p.proowner
+where p.oid = 'ql.notify_emit(uuid, text, jsonb, bigint)'::regprocedure and o.rolname = 'ql_owner';
+select 1 / (not pg_catalog.has_function_privilege('public', 'ql.notify_emit(uuid, text, jsonb, bigint)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_runtime', 'ql.notify_emit(uuid, text, jsonb, bigint)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_scheduler', 'ql.notify_emit(uuid, text, jsonb, bigint)', 'execute'))::int;
+select 1 / (not pg_catalog.has_function_privilege('ql_readonly', 'ql.notify_emit(uuid, text, jsonb, bigint)', 'execute'))::int;
