@@ -115,6 +115,13 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("secret", "keygen"),
     ("shell",),
     ("shell", "serve"),
+    ("notify",),
+    ("notify", "rule"),
+    ("notify", "rule", "add"),
+    ("notify", "rule", "list"),
+    ("notify", "rule", "remove"),
+    ("notify", "deliveries"),
+    ("notify", "serve"),
 )
 
 
