@@ -75,6 +75,9 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("worker", "list"),
     ("worker", "disable"),
     ("worker", "enable"),
+    ("pool",),
+    ("pool", "list"),
+    ("pool", "lease"),
     ("project",),
     ("project", "create"),
     ("project", "list"),
@@ -112,6 +115,13 @@ COMMANDS: Final[tuple[tuple[str, ...], ...]] = (
     ("secret", "keygen"),
     ("shell",),
     ("shell", "serve"),
+    ("notify",),
+    ("notify", "rule"),
+    ("notify", "rule", "add"),
+    ("notify", "rule", "list"),
+    ("notify", "rule", "remove"),
+    ("notify", "deliveries"),
+    ("notify", "serve"),
 )
 
 

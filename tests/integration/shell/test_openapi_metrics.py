@@ -92,6 +92,9 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
             fetch = {"schema": "qinglong/bundle-fetch@v1", **trip.offered.fence(), "digest": "0" * 64, "index": 0}
             late_fetch = await worker.post(f"/offers/{trip.offered.offer_id}/bundle-chunks", fetch)
             assert (late_fetch.status, late_fetch.code) == (409, "fenced.state_drift"), late_fetch
+            lost = {"schema": "qinglong/run-output@v1", **trip.offered.fence(), "stream": "stdout", "writtenBytes": 2}
+            recorded = await worker.post(f"/offers/{trip.offered.offer_id}/output:lost", lost)
+            assert recorded.status == 200 and recorded.json()["status"] == "recorded", recorded
             fenced = await worker.post("/heartbeat", {"schema": SESSION_SCHEMA, "workerGeneration": 2})
             assert (fenced.status, fenced.code) == (409, "fenced.stale_generation"), fenced
         async with user_http(pki) as http:
@@ -161,6 +164,7 @@ async def test_metrics_count_every_route_and_healthz(pki: Pki, shell: Shell, see
                 ("user.projects.list", "200"): 1,
                 ("user.runs.list", "400"): 1,
                 ("worker.output", "409"): 1,
+                ("worker.output_lost", "200"): 1,
                 ("worker.bundle_chunks", "409"): 1,
                 ("user.runs.output", "200"): 1,
                 ("user.tasks.list", "200"): 1,
