@@ -11,7 +11,9 @@ more tasks used and printed them (bench/secrets.py, its own cluster, also bench/
 bench/results.json under `bundles`), (k) retention beside live writers, partitions with no maintenance for a year
 and output trims under an open snapshot (bench/retention.py, also bench/results.json under `retention`), (l)
 second-level schedules against the clock (bench/schedules.py, also bench/results.json under `notify`), (m)
-notifications through the outbox with the receiver down for a while (bench/notify.py, merged into the same key).
+notifications through the outbox with the receiver down for a while (bench/notify.py, merged into the same key),
+(n) one Worker soaked through 20,000 Runs with restarts and a disk-full episode (bench/soak.py, its own cluster,
+also bench/results.json under `soak`).
 Prints progress and each table, and writes bench/RESULTS.md with the machine, the command and the ratios
 measured in this run.
 
@@ -39,7 +41,7 @@ from tests.support.env import REPO, ShellProcess
 from tests.support.progress import say
 
 RESULTS = REPO / "bench" / "RESULTS.md"
-PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m")
+PARTS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n")
 
 
 def ensure_procrastinate() -> str:
@@ -73,6 +75,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--schedule-seconds", type=float, default=70.0, help="how long (l) runs (default 70)")
     p.add_argument("--notify-events", type=int, default=300, help="failed Runs notified in (m) (default 300)")
     p.add_argument("--notify-down-seconds", type=float, default=10.0, help="the receiver's outage in (m) (default 10)")
+    p.add_argument("--soak-runs", type=int, default=20_000, help="Runs of the Worker soak in (n) (default 20000)")
+    p.add_argument("--soak-seconds", type=float, help="(n) queues no more Runs after this long (default: no limit)")
     p.add_argument("--failovers", type=int, default=10, help="leader kills in (g) (default 10)")
     p.add_argument("--only", default=",".join(PARTS), help="benchmarks to run, e.g. a,c (default all)")
     p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)")
@@ -153,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import notify
 
             results.append(notify.run(env, args.notify_events, args.notify_down_seconds))
+        if "n" in only:
+            from bench import soak
+
+            results.append(soak.run(env, args.soak_runs, args.soak_seconds))
         if "g" in only:
             from bench import failover
 

@@ -5,10 +5,10 @@ credential files it is given on every call.
 - TLS 1.3 only, client certificate, the deployment CA as the only trust anchor.
 - Credentials are re-read from the provider for every call; the connection pool is keyed by the
   SHA-256 of certificate + key + trust anchors, so a rotation opens a new socket and closes the old.
-- One socket (`limit=1`), keep-alive, no redirects, no compression (Accept-Encoding: identity, a
-  Content-Encoding is refused), JSON only, exact Content-Length within the response cap (128 KiB, or the
-  answer contract's own cap when larger: an activation answer delivering secrets), and only the allow-listed
-  worker-ingress paths.
+- One socket, keep-alive, no redirects, no compression (Accept-Encoding: identity, a Content-Encoding is
+  refused), JSON only, exact Content-Length within the response cap (128 KiB, or the answer contract's own cap
+  when larger: an activation answer delivering secrets), and only the allow-listed worker-ingress paths. The
+  HTTP/1.1 itself is worker/https.py (standard library only: decision 0026).
 - Every request is signed with ql3w under the key id the session was opened with; every response is
   parsed by its wire contract, and a lease renewal must answer exactly expectedVersion + 1. An answer
   that says the session was keyed under a secret the shell is retiring sets `rekey_wanted` (the
@@ -30,8 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
-
-import aiohttp
 
 from qinglong.wire import (
     LEASE_CONTROL_RESPONSES,
@@ -65,6 +63,7 @@ from qinglong.wire.activation import PHASES, Phase
 from qinglong.wire.bundle_fetch import BundleChunk, BundleChunkRequest
 from qinglong.wire.logline import emit, settled
 from qinglong.wire.specs import UUID_PATTERN
+from qinglong.worker.https import Answer, Connection, MalformedAnswer, TransportFailure
 
 log = logging.getLogger("qinglong.worker")
 
@@ -183,10 +182,11 @@ class IngressClient:
         self._worker_id = worker_id
         self._credentials = credentials
         self.timeout_s = timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._clock = clock
+        host, _, port = origin.removeprefix("https://").partition(":")
+        self._host, self._port = host, int(port or 443)
         self._fingerprint: bytes | None = None
-        self._http: aiohttp.ClientSession | None = None
+        self._http: Connection | None = None
         self.connections_opened = 0  # observable: one per credential fingerprint while the socket lives
         self.rekey_wanted: str | None = None  # the session id an answer told to re-key
 
@@ -196,7 +196,7 @@ class IngressClient:
             self._http = None
             self._fingerprint = None
 
-    async def _session_for(self, creds: Credentials) -> aiohttp.ClientSession:
+    async def _session_for(self, creds: Credentials) -> Connection:
         if self._http is not None and creds.fingerprint == self._fingerprint:
             return self._http
         old = self._http
@@ -210,20 +210,14 @@ class IngressClient:
             emit(log, logging.WARNING, "credentials.unusable", key="credentials.unusable", error=type(exc).__name__)
             return old
         settled("credentials.unusable")
-        trace = aiohttp.TraceConfig()
-
-        async def opened(*_: Any) -> None:
-            self.connections_opened += 1
-
-        trace.on_connection_create_end.append(opened)
-        connector = aiohttp.TCPConnector(ssl=context, limit=1, limit_per_host=1, keepalive_timeout=60)
-        self._http = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, auto_decompress=False, trace_configs=[trace]
-        )
+        self._http = Connection(self._host, self._port, context, opened=self._opened)
         self._fingerprint = creds.fingerprint
         if old is not None:
             await old.close()
         return self._http
+
+    def _opened(self) -> None:
+        self.connections_opened += 1
 
     async def _call(
         self,
@@ -253,21 +247,17 @@ class IngressClient:
             )  # fmt: skip
         try:
             http = await self._session_for(self._credentials.load())
-            timeout = (
-                self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=min(timeout_s, self.timeout_s))
-            )
-            async with http.post(
-                self.origin + path, data=raw, headers=headers, allow_redirects=False, timeout=timeout
-            ) as resp:
-                data = await _read_exact(resp, max(MAX_RESPONSE, _cap(contract)))
-                answered = resp.headers
-        except (aiohttp.ClientError, TimeoutError, OSError, ssl.SSLError) as exc:
+            budget = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
+            resp = await http.post(path, raw, headers, timeout_s=budget, cap=max(MAX_RESPONSE, _cap(contract)))
+            data = _checked(resp)
+            answered = resp.headers
+        except (TransportFailure, TimeoutError, OSError, ssl.SSLError) as exc:
             emit(log, logging.WARNING, "call.transport_failed", key=f"transport:{route}", route=route,
                  error=type(exc).__name__)  # fmt: skip
             raise TransportError(type(exc).__name__) from None
-        except ProtocolError as exc:
+        except (MalformedAnswer, ProtocolError) as exc:
             emit(log, logging.ERROR, "call.protocol_error", key=f"protocol:{route}", route=route, detail=str(exc))
-            raise
+            raise ProtocolError(str(exc)) from None
         settled(f"transport:{route}")
         if resp.status != 200:
             error = _refusal(resp.status, data)
@@ -352,24 +342,12 @@ def _cap(contract: Variants[Any] | type[Message]) -> int:
     return contract.cap if isinstance(contract, Variants) else contract.CAP
 
 
-async def _read_exact(resp: aiohttp.ClientResponse, cap: int = MAX_RESPONSE) -> bytes:
-    """The body, only if it is identity-encoded JSON with an exact Content-Length within `cap`."""
-    if resp.headers.get("Content-Encoding", "identity") != "identity":
-        raise ProtocolError("a compressed response was refused")
+def _checked(resp: Answer) -> bytes:
+    """The body, only if it is JSON (the transport already held it to identity encoding, an exact
+    Content-Length and the cap)."""
     if resp.content_type != "application/json":
         raise ProtocolError("the response is not application/json")
-    length = resp.content_length
-    if length is None or length > cap:
-        raise ProtocolError("the response has no Content-Length or exceeds the cap")
-    data = await resp.content.read(length + 1)
-    while len(data) <= length and not resp.content.at_eof():
-        more = await resp.content.read(length + 1 - len(data))
-        if not more:
-            break
-        data += more
-    if len(data) != length:
-        raise ProtocolError("the response length differs from its Content-Length")
-    return data
+    return resp.body
 
 
 def _refusal(status: int, data: bytes) -> ClientError:
