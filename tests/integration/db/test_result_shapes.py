@@ -244,7 +244,9 @@ class Pulled:
         }
 
     def activate(self, phase: str, error_code: str | None = None) -> dict[str, Any]:
-        return self.rig.drive("worker.activation", p_phase=phase, **self.fence(), p_error_code=error_code)
+        return self.rig.drive(
+            "worker.activation", p_phase=phase, **self.fence(), p_error_code=error_code, p_error_message=None
+        )
 
     def lease_control(self) -> dict[str, Any]:
         result = self.rig.drive("worker.lease_control", **self.fence(), p_expected_version=self.lease_version)
