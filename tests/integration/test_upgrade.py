@@ -15,15 +15,18 @@ meanwhile), the test's tmp_path.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import time
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
 from qinglong import db
 from qinglong.devdb import Cluster
+from qinglong.shell import app
+from qinglong.shell.routes import ROUTES, Args, Call
 from tests.conftest import Database, fresh_database
 from tests.integration.shell.conftest import user_call, user_http
 from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, poll, read_journal
@@ -110,7 +113,25 @@ async def cancel(rig: Rig, run: str, mutation: str) -> None:
     assert reply.status == 202 and reply.json()["status"] == "accepted", reply
 
 
-async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(rig: Rig) -> None:
+@pytest.fixture
+def release_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shell as the release calls the database where HEAD's shell calls a function the release lacks: the
+    activation route on ql_api.attempt_activation_v1 (HEAD's calls _v2, decision 0025). The documented order deploys
+    the database under the running shells of the release, then upgrades them; this test has one shell (HEAD's code)
+    for both, so it answers the Worker as the release's would. v1 stays at HEAD, so it serves across the deploy and
+    after the rollback alike."""
+
+    def release_args(c: Call, b: Any) -> Args:
+        args = dict(activation.args(c, b))
+        del args["p_error_message"]
+        return args
+
+    [activation] = [r for r in ROUTES if r.name == "worker.activation"]
+    release = dataclasses.replace(activation, function="attempt_activation_v1", args=release_args)
+    monkeypatch.setattr(app, "ROUTES", tuple(release if r is activation else r for r in ROUTES))
+
+
+async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(release_shell: None, rig: Rig) -> None:
     started = time.monotonic()
     # At the release: one instance of the reworked change, and it still takes the empty token's digest.
     assert registry(rig) == [REWORKED]

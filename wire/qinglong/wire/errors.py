@@ -116,6 +116,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "offset",
     "attempt",
     "not_after",  # operators (a Worker certificate's expiry: ql_api.worker_certificate_renew_v1)
+    "lease_ms",  # a pool's Lease length (ql/pool_leases), and the dispatcher's lease (ql/notify)
     "error_message",  # a start failure's message (ql_api.attempt_activation_v2)
     "events",  # notification rules (ql/notify: ql_api.notify_rule_set_v1)
     "channel",
@@ -127,7 +128,6 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "status_code",
     "error",
     "duration_ms",
-    "lease_ms",  # the dispatcher's lease (ql/notify) and a pool's Lease length (ql/pool_leases)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {
