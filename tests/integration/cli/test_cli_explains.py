@@ -140,6 +140,9 @@ async def test_ctrl_c_while_following_ends_quietly_with_130(shell: Shell, seed: 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qinglong.cli", "run", "logs", *api, seed.runs_p[0], "--follow",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(),
+        # a person's terminal: SIGINT as the default, even when this test runs as a background job (which
+        # inherits it ignored, and a program started so keeps ignoring Ctrl-C, as Unix means it to)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     await asyncio.sleep(3)  # the queued Run never ends: it polls
     assert proc.returncode is None, "it still follows"
