@@ -79,13 +79,16 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             case.body = {**case.body, "taskId": seed.task_p}
         if use_task and isinstance(case.body, dict) and "value" in case.body:
             case.body = {**case.body, "value": SECRET_VALUE}
-        if use_task and isinstance(case.body, dict) and "cron" in case.body:  # a schedule that parses
+        if use_task and isinstance(case.body, dict) and "cron" in case.body:  # a schedule that parses, of the task
             case.body = {**case.body, "cron": SEEDED_CRON, "timezone": "UTC"}
-        if use_task and isinstance(case.query, dict) and "cron" in case.query:
+            case.path_parameters = {**(case.path_parameters or {}), "project": seed.project_p, "task": "seeded"}
+        if use_task and isinstance(case.query, dict) and "cron" in case.query:  # a preview of a schedule that parses
             case.query = {**case.query, "cron": SEEDED_CRON, "timezone": "UTC"}
+            case.path_parameters = {**(case.path_parameters or {}), "project": seed.project_p}
         if use_task and isinstance(case.body, dict) and "secretName" in case.body:  # a rule the database accepts
             case.body = {"schema": case.body.get("schema"), "events": ["run.failed"], "channel": "webhook",
                          "url": "https://hooks.example.com/h", "secretName": "HOOK_SEEDED"}  # fmt: skip
+            case.path_parameters = {**(case.path_parameters or {}), "project": seed.project_p, "rule": "seeded"}
         return case
 
     writes = ("/secrets/", "/tasks/")  # the secrets' and the tasks' writes as an owner, the rest as the operator
@@ -115,7 +118,7 @@ def _fuzz(schema: schemathesis.BaseSchema, pki: Pki, shell: Shell, seed: Seed, o
             max_examples=MAX_EXAMPLES * 2,
             deadline=None,
             database=None,
-            derandomize=False,
+            derandomize=True,  # the same cases every run: a coverage bar that holds or fails for a reason
             phases=(Phase.explicit, Phase.generate, Phase.shrink),
             suppress_health_check=list(HealthCheck),
         )
