@@ -12,6 +12,7 @@ is their child subreaper meanwhile), the journal (read-only while owned), tempor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -238,3 +239,67 @@ async def test_a_secret_deleted_while_its_task_runs_stops_its_output_after_a_res
     assert unmaskable == [{"event": "output.unmaskable", "run_id": run}], log
     assert values_in_database(rig, {"API_TOKEN": TOKEN}) == []
     assert not (rig.work_dir / "tasks" / run / "token").exists()
+
+
+FLOOD_LINES: Final = 100_000
+FLOODS: Final = (
+    "import os, sys, time\n"
+    "line = b'[' + os.environb[b'TOKEN'] + b']' + b'.' * 60 + b'\\n'\n"
+    f"for i in range({FLOOD_LINES}):\n"
+    "    sys.stdout.buffer.write(line)\n"
+    "    if i % 2000 == 0: sys.stdout.flush(); time.sleep(0.05)\n"
+    "sys.stdout.buffer.write(b'END\\n')\n"
+)
+
+
+async def test_a_flood_of_secrets_is_capped_on_disk_and_leaves_masked_across_cuts_and_a_restart(
+    sealed_rig: Rig, tmp_path: Path
+) -> None:
+    """A task prints 9.5 MiB, a secret on every line, faster than a Worker with a 64 KiB head and 32 KiB tail
+    segments ships it, and that Worker is SIGKILLed and another takes over: the launch's folder never holds more
+    than the cap, and the database holds the masked head and tail, not one byte of the value, not even the part
+    of an occurrence a cut split."""
+    rig = sealed_rig
+    set_secret(rig, "API_TOKEN", TOKEN)
+    task = tmp_path / "floods.py"
+    task.write_text(FLOODS)
+    run = rig.add_run({"argv": [sys.executable, str(task)], "maxAttempts": 1, "secretEnv": {"TOKEN": "API_TOKEN"}})
+    config = rig.write_config(
+        tick_seconds=0.2, extra=["allow_root_tasks = true", "output_head_kib = 64", "output_tail_kib = 32"]
+    )
+    cap = 2 * (64 + 2 * 32) * 1024 + 4096  # two streams, and the launch's small files
+    peak = 0
+
+    def sample() -> bool:
+        nonlocal peak
+        held = 0
+        for f in rig.work_dir.glob("*/*"):  # the launches' folders (tasks/ holds no file at this depth)
+            with contextlib.suppress(FileNotFoundError):
+                held += f.stat().st_size if f.is_file() else 0
+        peak = max(peak, held)
+        return False
+
+    with child_subreaper():
+        first = rig.start_worker_process(config)
+        await poll(lambda: sample() or len(rig.output(run)) >= 64 * 1024, within=20, every=0.02)
+        first.popen.send_signal(signal.SIGKILL)
+        assert await first.wait(5) == -signal.SIGKILL
+        second = rig.start_worker_process(config)
+        await poll(lambda: sample() or rig.run_status(run) in ENDED_RUN, within=60, every=0.02)
+        await poll(lambda: rig.state() == "completed", within=10)
+        second.popen.send_signal(signal.SIGTERM)
+        assert await second.wait(10) == 0, second.output()
+    assert rig.run_status(run) == "succeeded", rig.output(run, "stderr").decode()
+    assert 0 < peak <= cap, (peak, cap)
+    assert values_in_database(rig, {"API_TOKEN": TOKEN}) == []
+    stored = b"".join(
+        bytes(data)
+        for (data,) in rig.rows(
+            "select c.data from ql.output_chunks c join ql.run_attempts a on a.id = c.attempt_id"
+            " where a.run_id = %s and c.stream = 'stdout' order by c.byte_offset",
+            (run,),
+        )
+    )
+    masked_line = b"[***]" + b"." * 60 + b"\n"
+    assert stored.startswith(masked_line * 100) and stored.endswith(masked_line * 100 + b"END\n")
+    assert stored.translate(None, b"[].\n*END") == b"", "a part of the value, or a byte no line has, was stored"

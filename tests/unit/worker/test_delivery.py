@@ -208,7 +208,7 @@ async def spawn(executor: Executor, argv: list[str], **kwargs: object) -> tuple[
             break
         await asyncio.sleep(0.02)
     assert executor.exit_status(handle) is not None
-    out, err = (executor.read_output(handle, stream, 0, 1 << 20) for stream in ("stdout", "stderr"))
+    out, err = (executor.read_output(handle, stream, 0, 1 << 20)[1] for stream in ("stdout", "stderr"))
     return run_id, out, err
 
 

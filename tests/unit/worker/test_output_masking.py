@@ -10,6 +10,8 @@ Touches nothing.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from qinglong.wire import OutputAppended
 from qinglong.worker import coordinator
 from qinglong.worker.coordinator import Cursor
-from qinglong.worker.masking import MASK, mask_all, patterns
+from qinglong.worker.masking import MASK, Masker, mask_all, patterns
 from tests.unit.wire.kit import FEW
 from tests.unit.worker.stub_plane import Stream
 
@@ -26,16 +28,21 @@ VALUES = (SECRET,)
 
 
 class File:
-    """A growing output file; counts the bytes read from it."""
+    """A growing output spool (worker/spool.py `read`); counts the bytes read from it. `dropped`: the ranges its
+    cap removed, in order."""
 
     def __init__(self, data: bytes = b"") -> None:
         self.data = data
         self.read_bytes = 0
+        self.dropped: list[tuple[int, int]] = []
 
-    def read(self, offset: int, n: int) -> bytes:
-        chunk = self.data[offset : offset + n]
+    def read(self, offset: int, n: int) -> tuple[int, bytes]:
+        for start, end in self.dropped:
+            if start <= offset < end:
+                offset = end
+        chunk = self.data[offset : min([offset + n, *(start for start, _ in self.dropped if start > offset)])]
         self.read_bytes += len(chunk)
-        return chunk
+        return offset, chunk
 
 
 def step(cursor: Cursor, db: Stream, file: File, *, final: bool = False, limit: int = 16) -> tuple[bool, bytes | None]:
@@ -209,3 +216,76 @@ def test_what_a_straggler_writes_after_the_drain_is_never_shipped_nor_completes_
     assert drain(cursor, db, file) == [], "bytes after the flush were shipped"
     drain(Cursor(VALUES), db, file)  # a restarted Worker drains again: the whole file masks the value
     assert db.whole().startswith(b"last words " + SECRET[:8]) and SECRET not in db.whole()
+
+
+FILLER = st.sampled_from([b"x", b"yz", b"\n", b"  ", b"013456789"])  # no byte of SECRET
+
+
+@FEW
+@given(
+    pieces=st.lists(st.one_of(st.just(SECRET), FILLER), max_size=60),
+    cuts=st.lists(st.tuples(st.integers(0, 30), st.integers(16, 300), st.integers(1, 60)), max_size=4),
+    read_step=st.integers(1, 20),
+    limit=st.integers(1, 20),
+    tick=st.integers(1, 30),
+    restart_at=st.integers(0, 30),
+    masked=st.booleans(),
+)
+def test_bytes_the_spool_dropped_never_let_part_of_a_value_through(
+    pieces: list[bytes],
+    cuts: list[tuple[int, int, int]],
+    read_step: int,
+    limit: int,
+    tick: int,
+    restart_at: int,
+    masked: bool,
+) -> None:
+    """The spool drops ranges after its head while the Worker lags (at tick `when`, bytes [start, start + length)
+    once written), the Worker may restart: no byte of a value leaves, not even the part of an occurrence the cut
+    split, what the database holds only grows, and a stream without a cut is the one-shot masking."""
+    raw = b"".join(pieces)
+    file, db = File(), Stream(head=16, tail=1 << 20)
+    cursor = Cursor(VALUES if masked else ())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coordinator, "_READ_STEP", read_step)
+        for n, size in enumerate(range(0, len(raw) + tick, tick)):
+            file.data = raw[:size]
+            for when, start, length in cuts:
+                if n == when and start + length <= size and all(start >= end for _, end in file.dropped):
+                    file.dropped.append((start, start + length))
+            if n == restart_at:
+                cursor = Cursor(VALUES if masked else ())  # a restarted Worker
+            step(cursor, db, file, limit=limit)
+        file.data = raw
+        drain(cursor, db, file, limit=limit)
+    held = b"".join(db.kept[offset] for offset in sorted(db.kept))
+    if masked:
+        assert not set(held) & set(SECRET), held
+    offsets = sorted(db.kept)
+    assert all(a + len(db.kept[a]) <= b for a, b in itertools.pairwise(offsets)), "chunks overlap"
+    if not file.dropped:
+        assert held == (mask_all(patterns(VALUES), raw) if masked else raw)
+
+
+@pytest.mark.parametrize("split", [1, 7, len(SECRET) - 1])
+def test_a_cut_through_a_value_sends_neither_of_its_parts(split: int) -> None:
+    """The Worker read up to inside an occurrence (its start held back as a possible value), then the spool
+    dropped bytes from there: the held bytes are masked whole. Or the spool dropped an occurrence's start: the
+    longest pattern's length less one after the cut is masked whole (joined to the MASK before it), the rest as
+    usual."""
+    hidden = Masker(VALUES).longest - 1  # held back before a cut, masked whole after one
+    head, after = b"x" * 64, b" and then more text, longer than the longest form of the value\n"
+    file, db, cursor = File(head + SECRET[:split]), Stream(head=16, tail=1 << 20), Cursor(VALUES)
+    step(cursor, db, file, limit=1 << 10)
+    file.data += SECRET[split:] + after
+    file.dropped.append((64 + split, 64 + len(SECRET)))  # the cap dropped the occurrence's rest
+    drain(cursor, db, file)
+    assert db.whole() == head[: 64 + split - hidden] + MASK + after[hidden:]
+
+    file, db, cursor = File(head), Stream(head=16, tail=1 << 20), Cursor(VALUES)
+    step(cursor, db, file, limit=1 << 10)
+    file.data += b"y" + SECRET + b"z" * 60 + SECRET + b" end\n"
+    file.dropped.append((64, 65 + split))  # the cap dropped the occurrence's start
+    drain(cursor, db, file)
+    rest = b"z" * (60 - (hidden - (len(SECRET) - split)))
+    assert db.whole() == head[: 64 - hidden] + MASK + rest + MASK + b" end\n"

@@ -27,6 +27,7 @@ from typing import Literal
 
 import pytest
 
+from qinglong.worker import spool
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor, ExecutorRefused, TaskPolicy
 from qinglong.worker.identity import ExitStatus, ProcessHandle, boot_id, boottime_ns, process_start_time
@@ -213,7 +214,9 @@ async def spawn(
 
 def output(executor: Executor, handle: ProcessHandle, stream: Literal["stdout", "stderr"] = "stdout") -> bytes:
     """All of a stream's file, through the Executor."""
-    return executor.read_output(handle, stream, 0, executor.output_size(handle, stream))
+    start, data = executor.read_output(handle, stream, 0, executor.output_size(handle, stream))
+    assert start == 0
+    return data
 
 
 async def wait_status(executor: Executor, handle: ProcessHandle) -> ExitStatus:
@@ -237,9 +240,10 @@ async def test_spawn_records_exit_code_and_log(executor: Executor, env: dict[str
     # stdout and stderr stay apart; a read takes n bytes at an offset, fewer at the end
     assert (executor.output_size(handle, "stdout"), executor.output_size(handle, "stderr")) == (3, 5)
     assert (output(executor, handle), output(executor, handle, "stderr")) == (b"hi\n", b"oops\n")
-    assert executor.read_output(handle, "stdout", 1, 1) == b"i"
-    assert executor.read_output(handle, "stderr", 2, 1 << 20) == b"ps\n"
-    assert executor.read_output(handle, "stdout", 0, 0) == executor.read_output(handle, "stdout", 3, 9) == b""
+    assert executor.read_output(handle, "stdout", 1, 1) == (1, b"i")
+    assert executor.read_output(handle, "stderr", 2, 1 << 20) == (2, b"ps\n")
+    assert executor.read_output(handle, "stdout", 0, 0) == (0, b"")
+    assert executor.read_output(handle, "stdout", 3, 9) == (3, b"")
 
     folder = tmp_path / "work" / "offer-1"
     assert Path(handle.log_path).parent == folder == Path(handle.status_path).parent
@@ -284,7 +288,7 @@ def test_a_stream_without_its_file_is_empty(executor: Executor, tmp_path: Path) 
     )  # fmt: skip
     for stream in ("stdout", "stderr"):
         assert executor.output_size(handle, stream) == 0
-        assert executor.read_output(handle, stream, 0, 10) == b""
+        assert executor.read_output(handle, stream, 0, 10) == (0, b"")
 
 
 async def test_exit_status_is_none_while_running(executor: Executor, env: dict[str, str]) -> None:
@@ -468,8 +472,57 @@ def test_runner_exit_codes_and_status(tmp_path: Path, env: dict[str, str]) -> No
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("r.")) == ["r.err", "r.log", "r.status.json"]
 
 
+def test_runner_caps_each_stream_on_disk_and_keeps_its_head_and_tail(tmp_path: Path, env: dict[str, str]) -> None:
+    """4 MiB on each stream, with a cap of 64 KiB head + 2 x 32 KiB: the disk never holds more than the cap per
+    stream (sampled while the task writes), and what is kept is the first and the last bytes."""
+    script = (
+        "import os, sys\n"
+        "for i in range(65536):\n"
+        "    line = b'%08d ' % i + b'x' * 54 + b'\\n'\n"
+        "    os.write(1, line); os.write(2, line)\n"
+    )
+    log, status = tmp_path / "r.log", tmp_path / "r.status.json"
+    cap = 64 * 1024 + 2 * 32 * 1024
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qinglong.worker.runner", "--log", str(log), "--status", str(status),
+         "--spool", f"{64 * 1024},{32 * 1024}", "--", sys.executable, "-c", script],
+        env={**os.environ, **env},
+    )  # fmt: skip
+    peak = 0
+    while proc.poll() is None:
+        for name in ("r.log", "r.err"):
+            held = 0
+            for f in tmp_path.iterdir():
+                if f.name.startswith(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        held += f.stat().st_size
+            peak = max(peak, held)
+        time.sleep(0.005)
+    assert proc.wait() == 0 and 0 < peak <= cap
+    lines = [b"%08d " % i + b"x" * 54 + b"\n" for i in range(65536)]
+    whole = b"".join(lines)
+    for path in (log, tmp_path / "r.err"):
+        assert spool.size(str(path)) == len(whole) == 4 * 2**20
+        assert spool.read(str(path), 0, 2**20) == (0, whole[: 64 * 1024])
+        start, tail = spool.read(str(path), 64 * 1024, 2**20)
+        assert start >= len(whole) - 2 * 32 * 1024 and tail == whole[start : start + len(tail)]
+
+
+def test_a_straggler_holding_the_pipes_does_not_hold_the_end(tmp_path: Path, env: dict[str, str]) -> None:
+    """The task ends while a process it left behind still holds its stdout: the wrapper takes what was written
+    and records the end (before, the straggler's output had no end; now it gets EPIPE if it writes again)."""
+    started, pid = time.monotonic(), tmp_path / "straggler.pid"
+    try:
+        code, log, status = run_runner(tmp_path, env, "--", "sh", "-c", f"sleep 30 & echo $! > {pid}; echo done")
+    finally:
+        os.kill(int(pid.read_text()), signal.SIGKILL)
+    assert (code, log.read_bytes(), json.loads(status.read_bytes())) == (0, b"done\n", {"exitCode": 0, "signal": None})
+    assert time.monotonic() - started < 15
+
+
 def test_runner_usage_errors_write_no_status(tmp_path: Path, env: dict[str, str]) -> None:
-    for args in (("sh", "-c", "true"), ("--",), ("--bogus", "x", "--", "true")):
+    spools = (("--spool", s, "--", "true") for s in ("1", "1,0", "a,1", "1,-1", "-1,1", "1,²"))
+    for args in (("sh", "-c", "true"), ("--",), ("--bogus", "x", "--", "true"), *spools):
         code, _, status = run_runner(tmp_path, env, *args)
         assert code == 2
         assert not status.exists()
@@ -488,7 +541,13 @@ def test_runner_usage_errors_write_no_status(tmp_path: Path, env: dict[str, str]
 
 async def test_stop_terminates_wrapper_and_task(executor: Executor, env: dict[str, str]) -> None:
     handle = await spawn(executor, ["sleep", "60"], env)
-    assert listdir(f"/proc/{handle.pid}/fd") == ["0", "1", "2"]  # the wrapper holds no log, pipe or stray fd
+    # The wrapper holds no stray fd: its own are the task's two pipes, the two spools, its poll and the task's pidfd.
+    held = sorted(os.readlink(f"/proc/{handle.pid}/fd/{fd}") for fd in listdir(f"/proc/{handle.pid}/fd"))
+    err = str(executor.output_path(handle, "stderr"))
+    assert [h for h in held if not h.startswith("pipe:")] == sorted(
+        ["/dev/null"] * 3 + [handle.log_path, err, "anon_inode:[eventpoll]", "anon_inode:[pidfd]"]
+    )
+    assert len(held) == 9
     [child] = children_of(handle.pid)
     assert comm(child) == "sleep"
     assert os.getpgid(child) == handle.pgid

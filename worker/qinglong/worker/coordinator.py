@@ -45,6 +45,13 @@ Masker holds back up to its longest pattern less one byte, which could still bec
 output comes; the drain before the completion flushes it once the file is read up to the size it had when the
 drain began (a straggler's later bytes are then never shipped). A plan that names no secret (or values too
 short to mask) ships the raw stream and reads only the bytes it sends.
+A stream's spool on disk keeps its head and only its last bytes (spool.py, decision 0030): a task that writes
+faster than the Worker ships (or a Worker that was down) leaves a cut, where the reader finds its next bytes
+further on. Without a Masker the chunk goes at its raw offset (a gap the database takes once it holds the head).
+With one (`Cursor._cut`) the Masker is cut (Masker.cut: the bytes on both sides of a cut are masked whole, so no
+part of an occurrence the cut split leaves) and the masked stream goes on contiguously, or from the database's
+nextOffset where that is further on (a restarted Worker whose first reads met the cut sooner): the bytes there
+may repeat some the database holds, never overwrite them.
 Output a lost Lease leaves behind (decision 0028): when the local Lease expires and the task is stopped, the bytes
 each stream's file holds are kept in the journal's meta (`output_lost:<offer>`) before the record becomes lease-lost.
 Once a session is up again, `report_lost_output` (the lifecycle calls it each tick) sends what the database does not
@@ -173,7 +180,7 @@ class Cursor:
             del self.pending[:drop]
             self.base += drop
 
-    def advance(self, size: int, final: bool, read: Callable[[int, int], bytes], limit: int) -> bool:
+    def advance(self, size: int, final: bool, read: Callable[[int, int], tuple[int, bytes]], limit: int) -> bool:
         """Read and mask more of the file, below `size` and at most MASK_READ_BYTES; before the head is held only
         until a whole chunk is pending; with `final` (the task has ended), flush the Masker once the file is read
         up to `size`. Whether anything changed."""
@@ -182,9 +189,14 @@ class Cursor:
         changed = False
         budget = MASK_READ_BYTES
         while self.raw_read < size and budget > 0 and (self._tail_mode() or len(self.pending) < limit):
-            data = read(self.raw_read, min(_READ_STEP, size - self.raw_read, budget))
+            start, data = read(self.raw_read, min(_READ_STEP, size - self.raw_read, budget))
             if not data:
                 break
+            if start > self.raw_read:
+                if not self._cut(start):
+                    break
+                changed = True
+                continue
             self.raw_read += len(data)
             budget -= len(data)
             self.pending += self.masker.feed(data)
@@ -197,12 +209,32 @@ class Cursor:
             changed = True
         return changed
 
-    def plan(self, size: int, read: Callable[[int, int], bytes], limit: int) -> tuple[int, bytes] | None:
+    def _cut(self, start: int) -> bool:
+        """The spool dropped the raw bytes up to `start` (the task wrote faster than they were shipped): go on
+        from there, the Masker cut (Masker.cut: neither the start nor the rest of a secret the cut split is ever
+        sent). The masked
+        stream goes on from the database's nextOffset where that is further on (after a restart the bytes before
+        the cut are fewer than they were): bytes may repeat there, none is sent below an offset already held.
+        False: not yet, the database's nextOffset must be known first (the pending bytes are sent before)."""
+        assert self.masker is not None
+        if self.shipped is None and self.pending:
+            return False
+        if not self.pending and self.shipped is not None:
+            self.base = max(self.base, self.shipped.next_offset)
+        self.pending += self.masker.cut()
+        self.raw_read = start
+        return True
+
+    def plan(self, size: int, read: Callable[[int, int], tuple[int, bytes]], limit: int) -> tuple[int, bytes] | None:
         """The next append's (masked offset, data), or None when nothing is ready to send. `size`: the raw file's
-        size (used only without a Masker, where raw is masked)."""
+        size (used only without a Masker, where raw is masked; bytes the spool dropped are skipped, which the
+        database takes once it holds the head)."""
         if self.masker is None:
             planned = next_chunk(size, self.shipped, limit)
-            return None if planned is None else (planned[0], read(*planned))
+            if planned is None:
+                return None
+            start, data = read(*planned)
+            return (start, data) if data else None
         planned = next_chunk(self.masked_size, self.shipped, limit)
         if planned is None:
             return None
@@ -480,7 +512,7 @@ class Coordinator:
         if cursor is None:
             cursor = streams[stream] = Cursor(values)
 
-        def read(offset: int, n: int) -> bytes:
+        def read(offset: int, n: int) -> tuple[int, bytes]:
             return self._executor.read_output(handle, stream, offset, n)
 
         masked = cursor.advance(size, final, read, CHUNK_MAX_BYTES)

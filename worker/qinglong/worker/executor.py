@@ -9,9 +9,10 @@ PYTHONPATH nor its user site reach the wrapper or the task; the task's environme
 the plan gives none, QINGLONG_DEADLINE_AT_MS, and LC_CTYPE=C.UTF-8 from Python's locale coercion in the
 wrapper when the plan sets no locale) and returns once the wrapper has
 installed its signal handlers and started the task. The launch's files live under
-`work_dir/<offer_id>/` (0700), named after the launch nonce: `.log` (the task's stdout, created
+`work_dir/<offer_id>/` (0700), named after the launch nonce: `.log` (the task's stdout spool, created
 exclusively here: a nonce is launched at most once), `.err` (its stderr and the wrapper's own lines),
-`.status.json`, `.identity.json` and `.lease`. `output_size` and `read_output` read a stream's file
+each capped on disk by `spool_bytes` (head, segment: spool.py; worker.toml `output_head_kib`, `output_tail_kib`),
+`.status.json`, `.identity.json` and `.lease`. `output_size` and `read_output` read a stream's spool
 (stdout or stderr) for the coordinator, which ships it.
 
 Where and as whom (a `TaskPolicy`, from worker.toml): a task runs in its Run's own directory
@@ -54,6 +55,7 @@ from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
 from qinglong.wire.bundle import BundleError
+from qinglong.worker import spool
 from qinglong.worker.delivery import (
     SECRET_ENV_REFUSED,
     SECRET_FILE_REFUSED,
@@ -350,8 +352,10 @@ class Executor:
         stop_grace_s: float = 5.0,
         policy: TaskPolicy | None = None,
         store_base: Path | None = None,
+        spool_bytes: tuple[int, int] | None = (spool.HEAD_BYTES, spool.TAIL_BYTES),
     ) -> None:
         self._work_dir = Path(work_dir)
+        self._spool_bytes = spool_bytes
         self._stop_grace_s = stop_grace_s
         self._policy = policy or TaskPolicy()
         self._store_base = store_base
@@ -504,6 +508,8 @@ class Executor:
         ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
         cmd = [sys.executable, "-I", "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]
         cmd += ["--identity", str(self.identity_path(log_path)), "--cwd", str(task_cwd)]
+        if self._spool_bytes is not None:
+            cmd += ["--spool", "{},{}".format(*self._spool_bytes)]
         if placement.uid is not None:
             cmd += ["--uid", str(placement.uid)]
         if placement.gid is not None:
@@ -572,25 +578,12 @@ class Executor:
         return Path(handle.log_path if stream == "stdout" else stderr_path(handle.log_path))
 
     def output_size(self, handle: ProcessHandle, stream: Literal["stdout", "stderr"]) -> int:
-        """The bytes written to a stream so far (0 before its file exists)."""
-        try:
-            return self.output_path(handle, stream).stat().st_size
-        except FileNotFoundError:
-            return 0
+        """The bytes written to a stream so far, dropped ones included (0 before its spool exists)."""
+        return spool.size(str(self.output_path(handle, stream)))
 
-    def read_output(self, handle: ProcessHandle, stream: Literal["stdout", "stderr"], offset: int, n: int) -> bytes:
-        """Up to `n` bytes of a stream from `offset` (fewer at its end; none before its file exists)."""
-        if type(offset) is not int or type(n) is not int or offset < 0 or n < 0:
-            raise ValueError("offset and n must be non-negative ints")
-        chunks: list[bytes] = []
-        try:
-            fd = os.open(self.output_path(handle, stream), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return b""
-        try:
-            while n > 0 and (chunk := os.pread(fd, n, offset)):
-                chunks.append(chunk)
-                offset, n = offset + len(chunk), n - len(chunk)
-        finally:
-            os.close(fd)
-        return b"".join(chunks)
+    def read_output(
+        self, handle: ProcessHandle, stream: Literal["stdout", "stderr"], offset: int, n: int
+    ) -> tuple[int, bytes]:
+        """Up to `n` bytes of a stream from the first byte its spool holds at or after `offset`: (where they start,
+        the bytes); no bytes at its end (or before its spool exists)."""
+        return spool.read(str(self.output_path(handle, stream)), offset, n)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from qinglong.wire import OfferOffered
 from qinglong.wire.logline import emit
+from qinglong.worker import spool
 from qinglong.worker.delivery import SecretFile, remove_files
 from qinglong.worker.identity import boot_id, boottime_ns
 from qinglong.worker.journal import TERMINAL_STATES, Journal, Record, State
@@ -178,13 +178,7 @@ def _remove_output(inbox: Inbox) -> None:
     """Unlink the launch's stdout and stderr files (already gone: nothing to do). Never raises."""
     assert inbox.handle is not None
     log_path = str(inbox.handle["log_path"])
-    removed = 0
-    for path in (log_path, stderr_path(log_path)):
-        try:
-            os.unlink(path)
-            removed += 1
-        except OSError:
-            continue  # gone already, or a fault: the task's own folder keeps it
+    removed = sum(spool.remove(path) for path in (log_path, stderr_path(log_path)))  # a fault: the folder keeps it
     emit(log, logging.INFO, "output_files.removed", offer=inbox.offer_id, run=inbox.offer.offer.run_id, count=removed)
 
 

@@ -105,8 +105,10 @@ class _Matcher:
                 return len(p)
         return 0
 
-    def mask(self, buffer: bytes, cut: int) -> tuple[bytes, int]:
-        """Mask `buffer` up to `cut`: (the masked bytes, how many raw bytes they stand for).
+    def mask(self, buffer: bytes, cut: int, hide: int = 0, joined: bool = False) -> tuple[bytes, int]:
+        """Mask `buffer` up to `cut`: (the masked bytes, how many raw bytes they stand for). Bytes below `hide`
+        that no occurrence covers are masked too: one MASK for each run of them, none for a run at the buffer's
+        start when `joined` (what came before ended with a MASK).
 
         Only an occurrence starting before `cut` is masked; it may end past `cut` (it is consumed whole).
         The result is the one-shot result when `buffer` starts where the one-shot scan is and either `cut`
@@ -116,9 +118,16 @@ class _Matcher:
         finds the one-shot matches. A position at or past `cut` may start a pattern whose end is not yet
         fed: it waits, and the caller holds at most `longest - 1` bytes from `cut` on.
         """
-        if self._candidates is None:
-            return buffer[:cut], cut
         out: list[bytes] = []
+
+        def literal(a: int, b: int) -> None:
+            if a < hide and a < b and not (joined and a == 0):
+                out.append(MASK)
+            out.append(buffer[max(a, hide) : b])
+
+        if self._candidates is None:
+            literal(0, cut)
+            return b"".join(out), cut
         done = 0  # raw bytes accounted for in `out`
         search = 0
         while search < cut:
@@ -130,11 +139,11 @@ class _Matcher:
             if length == 0:  # a prefix only
                 search = start + 1
                 continue
-            out.append(buffer[done:start])
+            literal(done, start)
             out.append(MASK)
             done = search = start + length
         if done < cut:
-            out.append(buffer[done:cut])
+            literal(done, cut)
             done = cut
         return b"".join(out), done
 
@@ -154,9 +163,16 @@ class Masker:
     def __init__(self, values: Iterable[bytes]) -> None:
         self._matcher = _Matcher(patterns(values))
         self._buffer = b""
+        self._hide = 0  # raw bytes at the buffer's start that are masked whole (after a cut)
+        self._joined = False  # the output so far ends with MASK
         self._raw_consumed = 0
         self._emitted = 0
         self._flushed = False
+
+    @property
+    def longest(self) -> int:
+        """The longest pattern's length (a value's longest form)."""
+        return self._matcher.longest
 
     @property
     def raw_consumed(self) -> int:
@@ -184,17 +200,32 @@ class Masker:
         if cut <= 0:
             self._buffer = buffer
             return b""
-        masked, done = self._matcher.mask(buffer, cut)
+        masked, done = self._matcher.mask(buffer, cut, self._hide, self._joined)
         self._buffer = buffer[done:]
+        self._hide = max(0, self._hide - done)
+        self._joined = masked.endswith(MASK) if masked else self._joined
         self._emitted += len(masked)
         return masked
+
+    def cut(self) -> bytes:
+        """Bytes of the stream after the last feed were dropped (the spool's cap). The bytes on both sides of the
+        cut are masked whole: the held ones (they may start an occurrence whose rest is gone) become one MASK,
+        returned, and the next longest - 1 bytes fed (they may end an occurrence whose start is gone) are masked
+        where no occurrence covers them. An occurrence that starts after the cut is masked as usual."""
+        held, self._buffer = self._buffer, b""
+        self._hide = self.longest - 1
+        if not held or self._joined:
+            return b""
+        self._joined = True
+        self._emitted += len(MASK)
+        return MASK
 
     def flush(self) -> bytes:
         """The masked rest at the end of the stream; raises ValueError if called twice."""
         if self._flushed:
             raise ValueError("Masker.flush called twice")
         self._flushed = True
-        masked, _ = self._matcher.mask(self._buffer, len(self._buffer))
+        masked, _ = self._matcher.mask(self._buffer, len(self._buffer), self._hide, self._joined)
         self._buffer = b""
         self._emitted += len(masked)
         return masked

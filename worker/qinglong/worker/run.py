@@ -33,6 +33,8 @@ they read the same config but use only its `journal`, never the network.
     journal_keep_seconds = 259200    # a journal record whose files are gone is deleted this long after its end,
     journal_keep_records = 100       # except the newest this many (`qinglong-worker journal list`)
     min_free_mib = 32                # below this much free space on work_dir's file system, pull nothing
+    output_head_kib = 512            # per stream, the first bytes kept on disk (spool.py), and at least
+    output_tail_kib = 512            # the last ones, at most twice that: set both at least the database's
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from qinglong.worker.executor import Executor, TaskPolicy
 from qinglong.worker.journal import STATES, JournalBusy, JournalError
 from qinglong.worker.lifecycle import Lifecycle
 from qinglong.worker.retention import Retention
+from qinglong.worker.spool import HEAD_BYTES, TAIL_BYTES
 from qinglong.worker.trust import PlanTrust
 
 log = logging.getLogger("qinglong.worker")
@@ -98,6 +101,7 @@ class WorkerConfig:
     bundle_fetch_seconds: float = FETCH_LIMIT_S
     retention: Retention = field(default_factory=Retention)
     min_free_bytes: int = MIN_FREE_MIB * MIB
+    spool_bytes: tuple[int, int] = (HEAD_BYTES, TAIL_BYTES)
 
 
 PATH = Str(4096, min_len=1)  # a file or folder, relative to the config file
@@ -140,6 +144,8 @@ class _ConfigFile(Record):
     journal_keep_seconds: float | None = wire(KEEP, name="journal_keep_seconds", optional=True, default=None)
     journal_keep_records: int | None = wire(Int(0, 1 << 20), name="journal_keep_records", optional=True, default=None)
     min_free_mib: int | None = wire(Int(0, 1 << 30), name="min_free_mib", optional=True, default=None)
+    output_head_kib: int | None = wire(Int(0, 1 << 20), name="output_head_kib", optional=True, default=None)
+    output_tail_kib: int | None = wire(Int(1, 1 << 20), name="output_tail_kib", optional=True, default=None)
 
 
 def _secret_store(given: str | None, base: Path, work_dir: Path) -> Path | None:
@@ -202,6 +208,10 @@ def load(path: Path) -> WorkerConfig:
         bundle_fetch_seconds=given.bundle_fetch_seconds or FETCH_LIMIT_S,
         retention=_retention(given),
         min_free_bytes=(MIN_FREE_MIB if given.min_free_mib is None else given.min_free_mib) * MIB,
+        spool_bytes=(
+            HEAD_BYTES if given.output_head_kib is None else given.output_head_kib << 10,
+            TAIL_BYTES if given.output_tail_kib is None else given.output_tail_kib << 10,
+        ),
         task_policy=TaskPolicy(
             run_as=frozenset(given.run_as or ()),
             run_as_groups=frozenset(given.run_as_groups or ()),
@@ -238,6 +248,7 @@ async def run(config: WorkerConfig, *, stop: asyncio.Event | None = None) -> int
             stop_grace_s=config.stop_grace_seconds,
             policy=config.task_policy,
             store_base=config.secret_store,
+            spool_bytes=config.spool_bytes,
         ),
         controller=LocalProcessController(grace_s=config.stop_grace_seconds),
         bundles=BundleCache(config.work_dir / "bundles", config.bundle_cache_bytes, config.bundle_fetch_seconds),

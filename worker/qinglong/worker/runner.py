@@ -1,6 +1,6 @@
 """The runner wrapper: `python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N]
 [--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...]
--- argv...` (docs/architecture.md §7, Executor).
+[--spool HEAD,SEGMENT] -- argv...` (docs/architecture.md §7, Executor).
 
 `--cwd`, `--uid`, `--gid` and `--groups` are where and as whom the child runs (the Executor has
 decided them from the plan and the Worker's policy): the wrapper itself keeps the Worker's user, so
@@ -8,18 +8,22 @@ it can always write LOG, the stderr file and STATUS; only the child changes dire
 user before exec.
 
 The Executor starts this module in a new session (its own process group). It starts `argv` as its
-child in the same group, with stdin from /dev/null, stdout appended to LOG and stderr appended to
-LOG's sibling with the suffix `.err` (`stderr_path(LOG)`: `<nonce>.log` → `<nonce>.err`; derived, not
-an option, so the Executor and the wrapper name it from one fact; a LOG ending in `.err` is refused),
-both O_APPEND, 0600, so the two streams stay apart. It waits for the child, writes STATUS atomically
-(tmp, fsync, rename, fsync dir) as `{"exitCode": int|null, "signal": int|null}` and exits with the
-child's code (or 128+signal), so the exit status survives a Worker restart.
+child in the same group, with stdin from /dev/null and stdout and stderr on two pipes, which the wrapper
+copies to their spools (spool.py): stdout to LOG, stderr to LOG's sibling with the suffix `.err`
+(`stderr_path(LOG)`: `<nonce>.log` → `<nonce>.err`; derived, not an option, so the Executor and the wrapper
+name it from one fact; a LOG ending in `.err` is refused), 0600, so the two streams stay apart. With `--spool`
+each stream keeps its first HEAD bytes and its last SEGMENT to 2 x SEGMENT bytes on disk (without it, all of
+them). The copy goes on while the wrapper waits, the grace of a stop included; once the child has exited, what
+the pipes hold is copied and they are closed (a process the task left behind gets EPIPE if it writes on: its
+output is not the Run's, and it cannot hold the Run's end). Then the wrapper writes STATUS atomically (tmp,
+fsync, rename, fsync dir) as `{"exitCode": int|null, "signal": int|null}` and exits with the child's code (or
+128+signal), so the exit status survives a Worker restart, and a STATUS says the spools are complete.
 
 SIGTERM, SIGINT and SIGHUP do not end the wrapper: the group signal reaches the child, and the
 wrapper still records how the child ended. If the child cannot be started, STATUS records 127
 (not found) or 126 (not executable), one line is appended to the stderr file, and the wrapper exits
 with that code. The wrapper's own lines (that one, and the dead-man's switch firing) go to the
-stderr file too; LOG holds the task's stdout only. `--ready-fd` (optional, used by the Executor): a
+stderr spool too; LOG holds the task's stdout only. `--ready-fd` (optional, used by the Executor): a
 pipe the wrapper writes one byte to and closes once its signal handlers are installed and the child
 has been started (or its start failure recorded).
 
@@ -44,6 +48,7 @@ import contextlib
 import errno
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -52,13 +57,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from qinglong.worker import spool
+
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _USAGE = (
     "usage: python -m qinglong.worker.runner --log LOG --status STATUS [--ready-fd N] "
-    "[--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...] -- argv..."
+    "[--identity FILE] [--lease FILE --grace SECONDS] [--cwd DIR] [--uid N] [--gid N] [--groups N,...] "
+    "[--spool HEAD,SEGMENT] -- argv..."
 )
 ERR_SUFFIX = ".err"
 LEASE_CHECK_S = 1.0  # how often the dead-man's switch re-reads its lease file
+PIPE_READ_BYTES = 2**16  # one read of a task's pipe
+POLL_S = 0.05  # how often a wait looks for the child's exit where there is no pidfd
 _OPTIONS = (
     "--log",
     "--status",
@@ -70,6 +80,7 @@ _OPTIONS = (
     "--uid",
     "--gid",
     "--groups",
+    "--spool",
 )
 
 
@@ -86,6 +97,7 @@ class _Args:
     uid: int | None = None
     gid: int | None = None
     groups: tuple[int, ...] | None = None
+    spool: tuple[int, int] | tuple[None, None] = (None, None)
 
 
 def _ids(text: str, option: str) -> tuple[int, ...]:
@@ -152,7 +164,15 @@ def _parse(args: Sequence[str]) -> _Args:
         None if uid is None else uid[0],
         None if gid is None else gid[0],
         _ids(opts["--groups"], "--groups") if "--groups" in opts else None,
+        _spool(opts["--spool"]) if "--spool" in opts else (None, None),
     )
+
+
+def _spool(text: str) -> tuple[int, int]:
+    head, _, segment = text.partition(",")
+    if not (head.isascii() and head.isdigit() and segment.isascii() and segment.isdigit()) or int(segment) == 0:
+        raise _UsageError("--spool takes HEAD,SEGMENT bytes (SEGMENT > 0)")
+    return int(head), int(segment)
 
 
 def stderr_path(log: str) -> str:
@@ -272,42 +292,104 @@ def group_members(pgid: int, but: int | None = None) -> list[int]:
     return members
 
 
-def _wait_child(child: subprocess.Popen[bytes], timeout_s: float | None) -> int | None:
-    """The child's return code once it exits, or None after `timeout_s` (SIGCHLD is blocked, so its
-    arrival ends the wait; nothing polls)."""
-    returncode = child.poll()
-    if returncode is not None or timeout_s is None:
-        return child.wait() if returncode is None else returncode
-    signal.sigtimedwait((signal.SIGCHLD,), max(0.0, timeout_s))
-    return child.poll()
+class _Pump:
+    """Copies the child's stdout and stderr pipes into their spools (spool.Writer) while waiting for the child. A
+    pidfd wakes the wait at the child's exit (without one, the wait looks every POLL_S)."""
+
+    def __init__(self, child: subprocess.Popen[bytes], writers: dict[int, spool.Writer]) -> None:
+        self._child = child
+        self._writers = writers
+        self._selector = selectors.DefaultSelector()
+        for fd in writers:
+            self._selector.register(fd, selectors.EVENT_READ)
+        self._pidfd: int | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            self._pidfd = os.pidfd_open(child.pid)
+            self._selector.register(self._pidfd, selectors.EVENT_READ)
+
+    def _copy(self, fd: int) -> bool:
+        """One read of a pipe into its spool; whether it gave bytes (at its end the pipe is closed)."""
+        try:
+            data = os.read(fd, PIPE_READ_BYTES)
+        except BlockingIOError:
+            return False
+        if data:
+            self._writers[fd].write(data)
+            return True
+        self._selector.unregister(fd)
+        os.close(fd)
+        del self._writers[fd]
+        return False
+
+    def _select(self, timeout_s: float | None) -> None:
+        for key, _ in self._selector.select(timeout_s):
+            if key.fd in self._writers:
+                self._copy(key.fd)
+
+    def wait(self, timeout_s: float | None) -> int | None:
+        """Copy output until the child exits (its return code) or `timeout_s` passes (None)."""
+        end = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
+        while (returncode := self._child.poll()) is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            self._select(left if self._pidfd is not None else min(POLL_S, left or POLL_S))
+        return returncode
+
+    def copy_for(self, seconds: float) -> None:
+        """Copy output for `seconds` (the child has exited: members of its group may still write)."""
+        if self._pidfd is not None:
+            self._selector.unregister(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self._select(left)
+            if not self._writers:
+                time.sleep(max(0.0, end - time.monotonic()))
+
+    def close(self) -> None:
+        """What the pipes hold now goes to the spools, then the pipes close: a straggler of the group that still
+        writes gets EPIPE (its output after the task's end is not the Run's). Bounded by the bytes already there."""
+        for fd in list(self._writers):
+            os.set_blocking(fd, False)
+            while fd in self._writers and self._copy(fd):
+                pass
+            if fd in self._writers:
+                self._selector.unregister(fd)
+                os.close(fd)
+                del self._writers[fd]
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+        self._selector.close()
 
 
-def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, err_path: str) -> int:
+def _supervise(pump: _Pump, lease: str, grace_s: float, err: spool.Writer) -> int:
     """Wait for the child while the Lease holds; past the expiry FILE names, stop the group. FILE is
     re-read at least every LEASE_CHECK_S: a renewal may also move the expiry EARLIER (a Lease TTL
-    shorter than the offer's)."""
+    shorter than the offer's). Output is copied throughout, the grace included (a task that logs while it
+    stops is not blocked on a full pipe)."""
     expiry = read_lease(lease)
     while True:
         now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
         if expiry is not None and now >= expiry:
             break
         wait_s = LEASE_CHECK_S if expiry is None else min(LEASE_CHECK_S, (expiry - now) / 1e9)
-        returncode = _wait_child(child, wait_s)
+        returncode = pump.wait(wait_s)
         if returncode is not None:
             return returncode
         expiry = read_lease(lease) or expiry
-    _append(err_path, "qinglong-runner: the Lease expired locally without renewal; stopping the task\n")
+    err.write(b"qinglong-runner: the Lease expired locally without renewal; stopping the task\n")
     pgid = os.getpgrp()
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGTERM)  # the wrapper ignores it; the task gets it
     end = time.monotonic() + grace_s
     while (left := end - time.monotonic()) > 0:
-        if child.poll() is None:
-            _wait_child(child, left)
-        elif not group_members(pgid):
-            return child.wait()
-        else:
-            time.sleep(min(0.05, left))  # the task left members behind: they get the grace too
+        if pump.wait(left) is None:
+            break
+        if not group_members(pgid):
+            return _exited(pump)
+        pump.copy_for(min(0.05, left))  # the task left members behind: they get the grace too
     for _ in range(100):  # bounded: a fork bomb cannot keep the wrapper here forever
         members = group_members(pgid)
         if not members:
@@ -316,16 +398,14 @@ def _supervise(child: subprocess.Popen[bytes], lease: str, grace_s: float, err_p
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.01)
-    return child.wait()
+    return _exited(pump)
 
 
-def _append(path: str, line: str) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+def _exited(pump: _Pump) -> int:
+    """The child's return code, waiting (and copying its output) until it exits."""
+    returncode = pump.wait(None)
+    assert returncode is not None
+    return returncode
 
 
 def main(args: Sequence[str] | None = None) -> int:
@@ -344,40 +424,44 @@ def main(args: Sequence[str] | None = None) -> int:
 
     if parsed.identity is not None:
         _write_identity(parsed.identity)
-    err = stderr_path(parsed.log)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
-    log_fd = os.open(parsed.log, flags, 0o600)
+    out = spool.Writer(parsed.log, *parsed.spool)
+    err = spool.Writer(stderr_path(parsed.log), *parsed.spool)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
-        err_fd = os.open(err, flags, 0o600)
-        try:
-            child = subprocess.Popen(
-                parsed.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=err_fd,
-                close_fds=True,
-                cwd=parsed.cwd,
-                user=parsed.uid,
-                group=parsed.gid,
-                extra_groups=parsed.groups,
-            )
-        except OSError as exc:
-            code = _start_failure_code(exc)
-            line = f"qinglong-runner: cannot execute {parsed.argv[0]!r}: {exc.strerror or exc} (exit {code})\n"
-            os.write(err_fd, line.encode("utf-8", "backslashreplace"))
-            write_status_atomically(parsed.status, code, None)
-            _signal_ready(parsed.ready_fd)
-            return code
-        finally:
-            os.close(err_fd)
+        child = subprocess.Popen(
+            parsed.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            close_fds=True,
+            cwd=parsed.cwd,
+            user=parsed.uid,
+            group=parsed.gid,
+            extra_groups=parsed.groups,
+        )
+    except OSError as exc:
+        code = _start_failure_code(exc)
+        line = f"qinglong-runner: cannot execute {parsed.argv[0]!r}: {exc.strerror or exc} (exit {code})\n"
+        err.write(line.encode("utf-8", "backslashreplace"))
+        for fd in (out_r, err_r):
+            os.close(fd)
+        out.close()
+        err.close()
+        write_status_atomically(parsed.status, code, None)
+        _signal_ready(parsed.ready_fd)
+        return code
     finally:
-        os.close(log_fd)
+        os.close(out_w)
+        os.close(err_w)
 
-    # SIGCHLD is blocked only now, after the child's exec: the task keeps an empty blocked set.
-    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
     _signal_ready(parsed.ready_fd)
-    # child.wait() is retried across the (ignored) stop signals
-    returncode = child.wait() if parsed.lease is None else _supervise(child, parsed.lease, parsed.grace_s, err)
+    pump = _Pump(child, {out_r: out, err_r: err})
+    # the wait is retried across the (ignored) stop signals
+    returncode = _exited(pump) if parsed.lease is None else _supervise(pump, parsed.lease, parsed.grace_s, err)
+    pump.close()  # the spools are complete before the status says the task ended
+    out.close()
+    err.close()
     if returncode < 0:
         write_status_atomically(parsed.status, None, -returncode)
         return 128 - returncode
