@@ -3,10 +3,10 @@ a fresh virtualenv made by this interpreter (`python -m venv`), from the wheels 
 (scripts/dist.sh), third-party pins from the index pip is configured with. Nothing is editable and
 nothing of the checkout is on the path.
 
-- the Worker: aiohttp and cryptography from the index, then `pip install --no-index --find-links DIST
-  qinglong-worker`: `qinglong-worker --help` works; the Worker's direct requirements are exactly aiohttp,
+- the Worker: cryptography from the index, then `pip install --no-index --find-links DIST
+  qinglong-worker`: `qinglong-worker --help` works; the Worker's direct requirements are exactly
   cryptography and qinglong-wire, and every third-party distribution installed is one of them or in their
-  dependency closure
+  dependency closure (aiohttp is not: the Worker has its own HTTP client)
   (computed from the venv's own importlib.metadata); psycopg and the control plane's packages are not
   importable; `qinglong-worker pki init` answers one line naming the qinglong-control distribution
   and exits 2. Then that installed Worker, as its own process, completes a Run against the real shell
@@ -148,7 +148,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def worker_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Venv:
-    """As the README installs a Worker: aiohttp and cryptography from the index, then the Worker from the wheel
+    """As the README installs a Worker: cryptography from the index, then the Worker from the wheel
     folder with no index at all, so the wheels alone must resolve qinglong-wire by name."""
     pins = tuple(r.split(" ")[0] for r in wheel_requires(dist, "qinglong_worker") if not r.startswith("qinglong"))
     folder = tmp_path_factory.mktemp("worker-host") / "venv"
@@ -173,25 +173,39 @@ def test_a_worker_install_is_the_worker_its_two_pins_and_their_closure_only(work
     assert helped.returncode == 0 and "Run a Qinglong remote Worker" in helped.stdout, helped.stderr
     assert {"run", "journal", "status"} <= set(re.findall(r"\b(run|journal|status)\b", helped.stdout))
 
-    modules = ("qinglong.worker.run", "qinglong.wire", "aiohttp", "psycopg", "qinglong.shell", "qinglong.cli")
+    modules = (
+        "qinglong.worker.run",
+        "qinglong.wire",
+        "cryptography",
+        "aiohttp",
+        "psycopg",
+        "qinglong.shell",
+        "qinglong.cli",
+    )
     found = worker_venv.dump(*modules, cwd=outside)
     assert found["version"] == sys.version  # the same interpreter, so markers evaluate as they do here
     requires: dict[str, list[str]] = found["requires"]
     installed = {canonicalize_name(name) for name in requires}
     direct = {canonicalize_name(Requirement(r).name) for r in requires["qinglong-worker"]}
-    assert direct == {"aiohttp", "cryptography", "qinglong-wire"}
+    assert direct == {"cryptography", "qinglong-wire"}
     assert requires["qinglong-wire"] == []
     third_party = installed - worker_venv.bootstrap - OURS
-    assert {"aiohttp", "cryptography"} <= third_party
-    needed = {"aiohttp", "cryptography"} | closure("aiohttp", requires) | closure("cryptography", requires)
-    assert third_party == needed, "a distribution neither aiohttp nor cryptography needs"
+    assert "cryptography" in third_party
+    assert third_party == {"cryptography"} | closure("cryptography", requires), (
+        "a distribution cryptography does not need"
+    )
     assert closure("qinglong-worker", requires) == third_party | {"qinglong-wire"}
 
     origin: dict[str, str | None] = found["origin"]
-    for module in ("qinglong.worker.run", "qinglong.wire", "aiohttp"):
+    for module in ("qinglong.worker.run", "qinglong.wire", "cryptography"):
         where = origin[module]
         assert where is not None and Path(where).is_relative_to(worker_venv.root), f"{module} from {where}"
-    assert origin["psycopg"] is None and origin["qinglong.shell"] is None and origin["qinglong.cli"] is None
+    assert (
+        origin["aiohttp"] is None
+        and origin["psycopg"] is None
+        and origin["qinglong.shell"] is None
+        and origin["qinglong.cli"] is None
+    )
 
     listed = subprocess.run([worker_venv.bin("python"), "-m", "pip", "list"], capture_output=True, text=True)
     print(f"pip list of the Worker venv:\n{listed.stdout}")

@@ -1,5 +1,5 @@
 """Each top-level folder builds its own wheel holding only `qinglong/<folder>/`; the db wheel carries the
-whole sqitch project; the Worker's wheel needs nothing but aiohttp and the wire contracts; installed
+whole sqitch project; the Worker's wheel needs nothing but cryptography and the wire contracts; installed
 side by side, the wheels import without the repository on sys.path. (tests/e2e/test_install.py installs
 them with real pip into fresh virtualenvs.) Touches: a temporary folder."""
 
@@ -70,10 +70,11 @@ def test_siblings_are_required_by_name_and_their_exact_version_never_by_path(whe
                 assert pin == versions[name], f"{folder} pins {text!r}, but {name} is {versions[name]}"
 
 
-def test_the_worker_needs_only_aiohttp_and_the_wire_contracts(wheels: dict[str, Path]) -> None:
-    """And `cryptography`: plan signatures (qinglong.wire.signing) are Ed25519. Wire itself requires nothing."""
+def test_the_worker_needs_only_cryptography_and_the_wire_contracts(wheels: dict[str, Path]) -> None:
+    """`cryptography`: plan signatures (qinglong.wire.signing) are Ed25519. No HTTP library: the Worker has its own
+    client (qinglong.worker.https). Wire itself requires nothing."""
     required = sorted(r.split(" ")[0].split("=")[0] for r in _requires(wheels["worker"]))
-    assert required == ["aiohttp", "cryptography", "qinglong-wire"]
+    assert required == ["cryptography", "qinglong-wire"]
     assert _requires(wheels["wire"]) == []
 
 
