@@ -52,43 +52,35 @@ class TaskRevisionRequest(Message):
     plan_signature: PlanSignature | None = wire(Nested(PlanSignature), optional=True, default=None)
 
 
-class TaskCreated(Message):
+class _RevisionAnswer(Message):
+    """What a revision answers; its status says how the revision came about."""
+
+    SCHEMA = TASK_SCHEMA
+    CAP = 4 * KIB
+
+    status: str = wire(Enum(("created", "revised", "already_made")))
+    task_id: str = wire(Uuid())
+    revision_id: str = wire(Uuid())
+    name: str = wire(NAME)
+    signed: bool = wire(Bool())
+
+
+class TaskCreated(_RevisionAnswer):
     """This call created the task, its first revision current."""
 
-    SCHEMA = TASK_SCHEMA
-    CAP = 4 * KIB
-
     status: Literal["created"] = wire(Enum(("created",)), default="created")
-    task_id: str = wire(Uuid())
-    revision_id: str = wire(Uuid())
-    name: str = wire(NAME)
-    signed: bool = wire(Bool())
 
 
-class TaskRevised(Message):
+class TaskRevised(_RevisionAnswer):
     """This call gave the task a new revision, now current (Runs already queued keep theirs)."""
 
-    SCHEMA = TASK_SCHEMA
-    CAP = 4 * KIB
-
     status: Literal["revised"] = wire(Enum(("revised",)), default="revised")
-    task_id: str = wire(Uuid())
-    revision_id: str = wire(Uuid())
-    name: str = wire(NAME)
-    signed: bool = wire(Bool())
 
 
-class TaskRevisionReplayed(Message):
+class TaskRevisionReplayed(_RevisionAnswer):
     """The same mutation was replayed: the revision it made then."""
 
-    SCHEMA = TASK_SCHEMA
-    CAP = 4 * KIB
-
     status: Literal["already_made"] = wire(Enum(("already_made",)), default="already_made")
-    task_id: str = wire(Uuid())
-    revision_id: str = wire(Uuid())
-    name: str = wire(NAME)
-    signed: bool = wire(Bool())
 
 
 class TaskStatusRequest(Message):
@@ -100,30 +92,29 @@ class TaskStatusRequest(Message):
     active: bool = wire(Bool())
 
 
-class TaskEnabled(Message):
+class _StatusAnswer(Message):
+    """What a status change answers (changed: this call changed it)."""
+
+    SCHEMA = TASK_SCHEMA
+    CAP = 4 * KIB
+
+    status: str = wire(Enum(("enabled", "disabled")))
+    project_id: str = wire(Uuid())
+    task_id: str = wire(Uuid())
+    name: str = wire(NAME)
+    changed: bool = wire(Bool())
+
+
+class TaskEnabled(_StatusAnswer):
     """The task is enabled (changed: this call enabled it)."""
 
-    SCHEMA = TASK_SCHEMA
-    CAP = 4 * KIB
-
     status: Literal["enabled"] = wire(Enum(("enabled",)), default="enabled")
-    project_id: str = wire(Uuid())
-    task_id: str = wire(Uuid())
-    name: str = wire(NAME)
-    changed: bool = wire(Bool())
 
 
-class TaskDisabled(Message):
+class TaskDisabled(_StatusAnswer):
     """The task is disabled: neither users nor its schedule queue its Runs (changed: this call disabled it)."""
 
-    SCHEMA = TASK_SCHEMA
-    CAP = 4 * KIB
-
     status: Literal["disabled"] = wire(Enum(("disabled",)), default="disabled")
-    project_id: str = wire(Uuid())
-    task_id: str = wire(Uuid())
-    name: str = wire(NAME)
-    changed: bool = wire(Bool())
 
 
 class TaskScheduleRequest(Message):
