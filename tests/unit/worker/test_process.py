@@ -27,7 +27,7 @@ from typing import Literal
 
 import pytest
 
-from qinglong.worker import spool
+from qinglong.worker import runner, spool
 from qinglong.worker.controller import LocalProcessController
 from qinglong.worker.executor import Executor, ExecutorRefused, TaskPolicy
 from qinglong.worker.identity import ExitStatus, ProcessHandle, boot_id, boottime_ns, process_start_time
@@ -833,3 +833,25 @@ async def test_a_task_sees_only_what_its_plan_gives_it(executor: Executor, env: 
     probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('qinglong') is not None)"
     handle = await spawn(executor, ["python3", "-c", probe], env)
     assert await wait_status(executor, handle) == ExitStatus(exit_code=0, signal=None), "the task imports the Worker"
+
+
+def test_without_a_pidfd_the_wrapper_still_copies_and_sees_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel older than pidfd_open (Linux 5.3): the wait looks for the child's exit every POLL_S instead."""
+
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    out = spool.Writer(str(tmp_path / "p.log"), 8, 8)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    child = subprocess.Popen(["sh", "-c", "printf 0123456789abcdefghij; sleep 0.2; exit 4"], stdout=out_w)
+    os.close(out_w)
+    pump = runner._Pump(child, {out_r: out})
+    assert pump.wait(None) == 4
+    pump.close()
+    out.close()
+    assert spool.size(str(tmp_path / "p.log")) == 20
+    assert spool.read(str(tmp_path / "p.log"), 0, 99) == (0, b"01234567")
+    assert spool.read(str(tmp_path / "p.log"), 8, 99) == (8, b"89abcdef")
