@@ -2,7 +2,9 @@
 window, its key, its body), and the dispatcher's delivery (qinglong.shell.notify.Dispatcher.deliver) to a WeCom
 robot endpoint served on loopback by aiohttp, with the robot key opened from a sealed secret by the shell's Sealer:
 the key travels only as the robot's query parameter, a non-zero errcode is a failure code, a deleted or tampered
-secret is a code and no request. Touches: a loopback port.
+secret is a code and no request. Egress: a receiver on loopback or link-local, named by its address or by a name
+that resolves there, is refused (`egress.refused`, no request) unless `loopback_receivers` allows it.
+Touches: a loopback port.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from aiohttp import web
 
 from qinglong.shell import notify_format
-from qinglong.shell.notify import Dispatcher, NotifyConfig
+from qinglong.shell.notify import Dispatcher, NotifyConfig, receivable
 from qinglong.shell.sealing import Sealer
 
 KEY = b"wecom-robot-key-0123456789abcdef"
@@ -93,7 +95,8 @@ async def test_wecom_robot_gets_the_rendered_text_and_the_key_only_as_its_parame
     url, got = robot
     kek = os.urandom(32)
     sealer = Sealer(kek)
-    dispatcher = Dispatcher(NotifyConfig(dsn="unused", kek=kek, wecom_url=url), db=None, sealer=sealer)  # type: ignore[arg-type]
+    config = NotifyConfig(dsn="unused", kek=kek, wecom_url=url, loopback_receivers=True)
+    dispatcher = Dispatcher(config, db=None, sealer=sealer)  # type: ignore[arg-type]
     async with aiohttp.ClientSession() as http:
         ok = await dispatcher.deliver(http, sealed_item(sealer, KEY))
         limited = await dispatcher.deliver(http, sealed_item(sealer, b"another-robot-key"))
@@ -112,3 +115,41 @@ async def test_wecom_robot_gets_the_rendered_text_and_the_key_only_as_its_parame
         "text": {"content": "nightly-jobs/backup run.failed, timeout {task.__class__} {nope}"},
     }, "known fields filled in, anything else left as written"
     assert KEY.decode() not in json.dumps(got[0]["body"]), "the key is in the URL, never in the text"
+
+
+@pytest.mark.parametrize(
+    ("address", "alone", "with_loopback"),
+    [
+        ("127.0.0.1", False, True), ("127.8.9.10", False, True), ("::1", False, True),
+        ("::ffff:127.0.0.1", False, True), ("169.254.169.254", False, True), ("fe80::1%eth0", False, True),
+        ("0.0.0.0", False, False),  # noqa: S104
+        ("::", False, False), ("224.0.0.1", False, False), ("ff02::1", False, False),
+        ("10.1.2.3", True, True), ("192.168.1.20", True, True), ("fd00::5", True, True), ("203.0.113.9", True, True),
+    ],
+)  # fmt: skip
+def test_the_addresses_a_receiver_may_have(address: str, alone: bool, with_loopback: bool) -> None:
+    assert (receivable(address, False), receivable(address, True)) == (alone, with_loopback)
+
+
+async def test_a_receiver_on_this_host_is_refused_by_address_and_by_name_unless_allowed(
+    robot: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The robot listens on 127.0.0.1: named as 127.0.0.1, as ::ffff:127.0.0.1 or as localhost (the resolver's
+    answer is judged), nothing is sent; with loopback_receivers, the same deliveries arrive."""
+    url, got = robot
+    kek = os.urandom(32)
+    sealer = Sealer(kek)
+    port = url.split(":")[2].split("/")[0]
+    by_name = url.replace("127.0.0.1", "localhost")
+    mapped = url.replace("127.0.0.1", "[::ffff:127.0.0.1]")
+    for endpoint in (url, by_name, mapped):
+        refusing = Dispatcher(NotifyConfig(dsn="unused", kek=kek, wecom_url=endpoint), db=None, sealer=sealer)  # type: ignore[arg-type]
+        async with refusing.session() as http:
+            refused = await refusing.deliver(http, sealed_item(sealer, KEY))
+        assert (refused.ok, refused.error, refused.status_code) == (False, "egress.refused", None), endpoint
+    assert got == [], "a request reached the receiver"
+    config = NotifyConfig(dsn="unused", kek=kek, wecom_url=by_name, loopback_receivers=True)
+    allowing = Dispatcher(config, db=None, sealer=sealer)  # type: ignore[arg-type]
+    async with allowing.session() as http:
+        delivered = await allowing.deliver(http, sealed_item(sealer, KEY))
+    assert delivered.ok and len(got) == 1 and port in by_name

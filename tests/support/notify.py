@@ -206,6 +206,7 @@ class DispatcherProcess:
     @staticmethod
     def write_config(folder: Path, dsn: str, kek_file: Path, **dispatch: float | int) -> Path:
         lines = ["[database]", f'dsn = "{dsn}"', "", "[secrets]", f'kek_file = "{kek_file.name}"', "", "[dispatch]"]
+        lines += ["loopback_receivers = true"]  # the tests' receivers listen on loopback
         lines += [f"{k} = {v}" for k, v in dispatch.items()]
         path = folder / "notify.toml"
         path.write_text("\n".join(lines) + "\n")

@@ -20,6 +20,13 @@ only), the receivers' HTTP(S) endpoints, and the log.
     prune = 300.0           # seconds between retention pages
     ca_file = "receivers-ca.pem"              # optional: trust this CA for https receivers (besides the system's)
     wecom_url = "https://qyapi.weixin.qq.com/cgi-bin/webhook/send"   # the WeCom robot endpoint
+    loopback_receivers = false  # true: a receiver may be on this host (loopback) or link-local
+
+Egress: a receiver is anyone's URL (a rule's author names it), so the dispatcher refuses one whose address, as
+written or as resolved at delivery, is loopback, link-local (169.254.0.0/16 holds cloud metadata services),
+unspecified or multicast (`egress.refused`): this host's own listeners, its database and a cloud's instance
+credentials are not a notification's target. Private networks stay allowed (a receiver on the home LAN).
+`loopback_receivers = true` lifts it (a receiver on the control host itself).
 
 One loop: claim a page (SKIP LOCKED, a lease), deliver each item (at most `concurrency` at once), report each
 attempt (ql_api.notify_result_v1: delivered, or pending again after a capped exponential backoff decided by
@@ -35,8 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
+import socket
 import ssl
 import time
 from collections.abc import Mapping
@@ -45,6 +54,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+from yarl import URL
 
 from qinglong.shell import notify_format
 from qinglong.shell.config import PATH, ConfigError, _Database, _keks, _Secrets, read
@@ -52,7 +62,7 @@ from qinglong.shell.db import Database, StorageError
 from qinglong.shell.routes import SealedSecret
 from qinglong.shell.sealing import Sealed, Sealer, Unsealable
 from qinglong.wire.codec import WireError
-from qinglong.wire.fields import Int, Nested, Record, Seconds, Str, wire
+from qinglong.wire.fields import Bool, Int, Nested, Record, Seconds, Str, wire
 from qinglong.wire.logline import configure as configure_logging
 from qinglong.wire.logline import emit
 
@@ -75,6 +85,7 @@ class _Dispatch(Record):
     ca_file: str | None = wire(PATH, name="ca_file", optional=True, default=None)
     wecom_url: str | None = wire(Str(2048, min_len=10, pattern="https?://[!-~]+"), name="wecom_url", optional=True,
                                  default=None)  # fmt: skip
+    loopback_receivers: bool | None = wire(Bool(), name="loopback_receivers", optional=True, default=None)
 
 
 class _NotifyFile(Record):
@@ -97,6 +108,7 @@ class NotifyConfig:
     prune: float = 300.0
     ca_file: Path | None = None
     wecom_url: str = notify_format.WECOM_URL
+    loopback_receivers: bool = False
 
 
 def load(path: Path) -> NotifyConfig:
@@ -105,8 +117,8 @@ def load(path: Path) -> NotifyConfig:
     kek, accepted = _keks(path.parent, given.secrets)
     d = given.dispatch or _Dispatch()
     config = NotifyConfig(dsn=given.database.dsn, kek=kek, accepted_keks=accepted)
-    overrides = {k: getattr(d, k) for k in ("batch", "concurrency", "lease", "timeout", "poll", "scan", "prune",
-                                            "wecom_url") if getattr(d, k) is not None}  # fmt: skip
+    named = ("batch", "concurrency", "lease", "timeout", "poll", "scan", "prune", "wecom_url", "loopback_receivers")
+    overrides = {k: getattr(d, k) for k in named if getattr(d, k) is not None}
     if d.ca_file is not None:
         overrides["ca_file"] = path.parent / d.ca_file
         if not overrides["ca_file"].is_file():
@@ -115,6 +127,39 @@ def load(path: Path) -> NotifyConfig:
     if config.lease < 2 * config.timeout:
         raise ConfigError("[dispatch] lease must be at least twice timeout (a claim must outlive its request)")
     return config
+
+
+def receivable(address: str, loopback: bool) -> bool:
+    """Whether a receiver may have this IP address (see the module docstring, Egress)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_unspecified or ip.is_multicast:
+        return False
+    return loopback or not (ip.is_loopback or ip.is_link_local)
+
+
+class EgressRefused(OSError):
+    """A receiver's name resolved only to addresses it may not have."""
+
+
+class _EgressResolver(aiohttp.abc.AbstractResolver):
+    """aiohttp's default resolver, keeping only the addresses a receiver may have."""
+
+    def __init__(self, loopback: bool) -> None:
+        self._inner = aiohttp.DefaultResolver()
+        self._loopback = loopback
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        kept = [a for a in await self._inner.resolve(host, port, family) if receivable(a["host"], self._loopback)]
+        if not kept:
+            raise EgressRefused(f"{host} resolves to no address a receiver may have")
+        return kept
+
+    async def close(self) -> None:
+        await self._inner.close()
 
 
 @dataclass(frozen=True)
@@ -138,13 +183,20 @@ class Dispatcher:
     def stop(self) -> None:
         self._stopping.set()
 
-    async def run(self) -> None:
+    def session(self) -> aiohttp.ClientSession:
+        """The HTTP client of the deliveries: the CA file's and the system's trust, `concurrency` connections, the
+        request timeout, the egress rule on every name it resolves, no proxy from the environment."""
         context = ssl.create_default_context(cafile=str(self.config.ca_file) if self.config.ca_file else None)
         if self.config.ca_file is not None:
             context.load_default_certs()
-        connector = aiohttp.TCPConnector(ssl=context, limit=self.config.concurrency)
+        connector = aiohttp.TCPConnector(
+            ssl=context, limit=self.config.concurrency, resolver=_EgressResolver(self.config.loopback_receivers)
+        )
         timeout = aiohttp.ClientTimeout(total=self.config.timeout)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as http:
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False)
+
+    async def run(self) -> None:
+        async with self.session() as http:
             next_scan = next_prune = 0.0
             while not self._stopping.is_set():
                 try:
@@ -235,6 +287,12 @@ class Dispatcher:
             return Outcome(False, error="secret.not_a_key")
         finally:
             del key
+        host = URL(request.url).host or ""
+        try:
+            if not receivable(host, self.config.loopback_receivers):
+                return Outcome(False, error="egress.refused")
+        except ValueError:
+            pass  # a name: the connector's resolver judges its addresses
         try:
             async with http.post(request.url, data=request.body, headers=dict(request.headers),
                                  allow_redirects=False) as response:  # fmt: skip
@@ -244,8 +302,8 @@ class Dispatcher:
             return Outcome(False, error="timeout")
         except aiohttp.ClientConnectorCertificateError:
             return Outcome(False, error="tls.certificate")
-        except aiohttp.ClientConnectorError:
-            return Outcome(False, error="connect")
+        except aiohttp.ClientConnectorError as failed:
+            return Outcome(False, error="egress.refused" if isinstance(failed.os_error, EgressRefused) else "connect")
         except aiohttp.ClientError:
             return Outcome(False, error="http.client")
         if not 200 <= status < 300:

@@ -24,6 +24,7 @@ def test_defaults_and_the_key_file(tmp_path: Path) -> None:
     config = load(write(tmp_path))
     assert (config.batch, config.concurrency, config.lease, config.timeout, config.poll) == (16, 8, 60.0, 10.0, 1.0)
     assert config.wecom_url.startswith("https://qyapi.weixin.qq.com/") and len(config.kek) == 32
+    assert config.loopback_receivers is False, "a receiver on this host is refused unless allowed"
     assert config.kek.hex() not in repr(config), "no key bytes in a repr"
 
 
@@ -35,6 +36,7 @@ def test_defaults_and_the_key_file(tmp_path: Path) -> None:
         ("\n[dispatch]\nretries = 3\n", "retries"),
         ('\n[dispatch]\nca_file = "missing.pem"\n', "ca_file"),
         ('\n[dispatch]\nwecom_url = "ftp://x.example/y"\n', "wecom_url"),
+        ('\n[dispatch]\nloopback_receivers = "yes"\n', "loopback_receivers"),
     ],
 )
 def test_refusals_name_what_is_wrong(tmp_path: Path, dispatch: str, says: str) -> None:
