@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/lint.sh
 .venv/bin/python -m qinglong.devdb run --fsync off -- bash scripts/db_checks.sh
-.venv/bin/python -m pytest "$@"
+# Two processes, each with its own clusters; a test file stays in one (its module fixtures are made once).
+.venv/bin/python -m pytest -n 2 --dist loadfile "$@"
