@@ -24,8 +24,8 @@ wrapper still records how the child ended. If the child cannot be started, STATU
 (not found) or 126 (not executable), one line is appended to the stderr file, and the wrapper exits
 with that code. The wrapper's own lines (that one, and the dead-man's switch firing) go to the
 stderr spool too; LOG holds the task's stdout only. `--ready-fd` (optional, used by the Executor): a
-pipe the wrapper writes one byte to and closes once its signal handlers are installed and the child
-has been started (or its start failure recorded).
+pipe the wrapper writes one byte to and closes once its signal handlers are installed, the child
+has been started and its output is being copied (or its start failure recorded).
 
 `--identity FILE`: before it starts the child, the wrapper writes `{"pid", "startTime", "bootId"}`
 (its own identity) to FILE atomically, so a Worker restarted mid-launch can tell a task that never
@@ -455,8 +455,8 @@ def main(args: Sequence[str] | None = None) -> int:
         os.close(out_w)
         os.close(err_w)
 
-    _signal_ready(parsed.ready_fd)
     pump = _Pump(child, {out_r: out, err_r: err})
+    _signal_ready(parsed.ready_fd)
     # the wait is retried across the (ignored) stop signals
     returncode = _exited(pump) if parsed.lease is None else _supervise(pump, parsed.lease, parsed.grace_s, err)
     pump.close()  # the spools are complete before the status says the task ended
