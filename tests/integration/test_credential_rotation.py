@@ -38,9 +38,9 @@ from qinglong.cli import pki as pki_cli
 from tests.integration.cli.test_cli import acli
 from tests.integration.shell.conftest import Pki
 from tests.integration.shell.conftest import pki as pki  # fixtures reused here
-from tests.integration.shell.test_serve import _free_port
 from tests.integration.worker.conftest import Rig, poll
 from tests.integration.worker.conftest import rig as rig
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
 
@@ -139,7 +139,7 @@ async def shell(rig: Rig, pki: Pki, tmp_path: Path) -> AsyncIterator[RunningShel
     shutil.copyfile(pki.server.key, folder / "server.key")
     shutil.copyfile(pki.ca, folder / "client-ca.crt")
     _secret(folder / "cluster.secret")
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port())
     _shell_toml(folder, rig.database.runtime_dsn, ports, None)
     log = tmp_path / "shell.log"
     with log.open("wb") as out:

@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -59,6 +58,7 @@ from tests.integration.worker.conftest import (
     poll,
     rig_over,
 )
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
 
@@ -105,12 +105,6 @@ class Bouncer:
         return [row for row in self.console(command) if row["database"] == database]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def bouncer(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Bouncer]:
     """pgbouncer with max_prepared_statements = the test's indirect parameter (0 unless given), a setting
@@ -119,7 +113,7 @@ def bouncer(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[Bounce
     tracking = f"max_prepared_statements = {tracked}" if _version() >= TRACKING_FROM else ""
     folder = Path(tempfile.mkdtemp(prefix="ql-pgbouncer-", dir="/tmp"))  # postgres must read it
     folder.chmod(0o755)
-    port = _free_port()
+    port = free_port()
     users = folder / "users.txt"
     users.write_text('"ql_runtime" ""\n"postgres" ""\n')  # trust: the names must still be listed
     config = folder / "pgbouncer.ini"

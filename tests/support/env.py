@@ -7,6 +7,7 @@ the shell process it starts."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -127,10 +128,26 @@ def new_env(root: Path, cluster: Cluster, settings: dict[str, str] | None = None
     return Env(root, cluster, certs, secret, secret_file, settings or {})
 
 
+PORTS_FROM = 10_000  # below the kernel's ephemeral range (32768-60999 by default): no connect() or bind to port 0
+PORTS_PER_PROCESS = 4_000  # each test process (pytest-xdist worker) takes ports from its own stretch
+_next_port = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on now, for a process the test starts to bind. From this test process's own
+    stretch below the ephemeral range, so neither another test process nor any outgoing connection (whose local port
+    is ephemeral) takes it before that process binds it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    base = PORTS_FROM + int(worker[2:] or 0) % 5 * PORTS_PER_PROCESS
+    for _ in range(PORTS_PER_PROCESS):
+        port = base + next(_next_port) % PORTS_PER_PROCESS
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port in this test process's stretch")
 
 
 def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from tests.integration.shell.conftest import (
     wait_for,
     worker_round_trip,
 )
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
 
@@ -322,12 +322,6 @@ async def test_a_head_over_its_budget_is_431_and_closed(
 # -- the command, as an operator runs it ----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _config(
     folder: Path,
     pki: Pki,
@@ -344,9 +338,9 @@ def _config(
     config = folder / "shell.toml"
     config.write_text(
         f'[database]\ndsn = "{dsn}"\n\n[secret]\ncluster_secret_file = "{secret}"\n\n'
-        f'[worker_listener]\nhost = "127.0.0.1"\nport = {_free_port()}\ncertificate = "{pki.server.certificate}"\n'
+        f'[worker_listener]\nhost = "127.0.0.1"\nport = {free_port()}\ncertificate = "{pki.server.certificate}"\n'
         f'key = "{pki.server.key}"\nclient_ca = "{pki.ca}"\n{worker_extra}\n'
-        f'[user_listener]\nhost = "127.0.0.1"\nport = {user_port or _free_port()}\n'
+        f'[user_listener]\nhost = "127.0.0.1"\nport = {user_port or free_port()}\n'
         f'certificate = "{pki.server.certificate}"\nkey = "{pki.server.key}"\n{user_extra}\n'
         f'[admin_listener]\nhost = "127.0.0.1"\nport = {admin_port}\n'
     )
@@ -369,7 +363,7 @@ def test_a_hard_open_files_limit_below_the_budgets_is_one_line_and_exit_2(
 async def test_a_low_soft_open_files_limit_is_raised_to_what_the_budgets_need(
     tmp_path: Path, pki: Pki, database: PgDatabase
 ) -> None:
-    admin = _free_port()
+    admin = free_port()
     config = _config(tmp_path, pki, database.runtime_dsn, admin, worker_extra="max_connections = 100\n")
     proc = await asyncio.create_subprocess_exec(
         "prlimit", "--nofile=128:4096", *SERVE, str(config),
@@ -412,7 +406,7 @@ async def test_a_flood_of_idle_and_slowloris_connections_keeps_the_shell_under_i
     """`qinglong shell serve` as its own process, its user listener capped at 32: 16 slowloris clients (a
     head byte every 50 ms) and 400 idle TLS clients leave its peak RSS (VmHWM) within the start-up RSS + 32
     connections' worth, because every connection past the cap is closed at accept."""
-    cap, admin, user = 32, _free_port(), _free_port()
+    cap, admin, user = 32, free_port(), free_port()
     config = _config(
         tmp_path, pki, database.runtime_dsn, admin, user_port=user,
         user_extra=f"max_connections = {cap}\nheader_timeout = 120\nidle_timeout = 120\n",

@@ -26,7 +26,8 @@ import pytest
 from qinglong.shell.config import BUDGETS
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import Pki, Seed, Shell, WorkerClient, shell_process, user_call, user_http
-from tests.integration.shell.test_serve import _free_port, _write_config
+from tests.integration.shell.test_serve import _write_config
+from tests.support.env import free_port
 from tests.support.handshakes import Flood, handshake_flood, settle, status_mib
 
 pytestmark = pytest.mark.db
@@ -56,7 +57,7 @@ class Running:
 @pytest.fixture
 async def running(tmp_path: Path, pki: Pki, database: PgDatabase, seed: Seed) -> AsyncIterator[Running]:
     """`qinglong shell serve` with its default budgets, healthy; SIGTERM after the test."""
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port())
     config = _write_config(tmp_path, pki, database.runtime_dsn, ports)
     async with shell_process(config, ports, database.runtime_dsn, stderr=asyncio.subprocess.DEVNULL) as running:
         yield Running(*running)

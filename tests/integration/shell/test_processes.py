@@ -37,7 +37,8 @@ from tests.integration.shell.conftest import (
     wait_for,
     worker_round_trip,
 )
-from tests.integration.shell.test_serve import _free_port, _write_config
+from tests.integration.shell.test_serve import _write_config
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
 
@@ -106,7 +107,7 @@ class Running:
 async def running(tmp_path: Path, pki: Pki, database: PgDatabase, seed: Seed) -> AsyncIterator[Running]:
     """The shell with processes = 2, healthy (every child listening); stopped with SIGTERM after the test
     if it still runs."""
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port())
     config = _write_config(tmp_path, pki, database.runtime_dsn, ports)
     config.write_text("processes = 2\n" + config.read_text())
     async with shell_process(config, ports, database.runtime_dsn) as (proc, shell):
@@ -261,7 +262,7 @@ async def test_a_child_that_dies_stops_the_shell_with_exit_1(running: Running) -
 def test_a_bad_processes_value_is_one_line_and_exit_2(
     tmp_path: Path, pki: Pki, database: PgDatabase, line: str, message: str
 ) -> None:
-    config = _write_config(tmp_path, pki, database.runtime_dsn, (_free_port(), _free_port(), _free_port()))
+    config = _write_config(tmp_path, pki, database.runtime_dsn, (free_port(), free_port(), free_port()))
     config.write_text(f"{line}\n" + config.read_text())
     out = subprocess.run([*SERVE, str(config)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
@@ -269,7 +270,7 @@ def test_a_bad_processes_value_is_one_line_and_exit_2(
 
 
 def test_port_0_with_several_processes_is_refused(tmp_path: Path, pki: Pki, database: PgDatabase) -> None:
-    config = _write_config(tmp_path, pki, database.runtime_dsn, (0, _free_port(), _free_port()))
+    config = _write_config(tmp_path, pki, database.runtime_dsn, (0, free_port(), free_port()))
     config.write_text("processes = 2\n" + config.read_text())
     out = subprocess.run([*SERVE, str(config)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "fixed port" in out.stderr, out.stderr

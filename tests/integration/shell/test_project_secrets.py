@@ -53,6 +53,7 @@ from tests.integration.shell.conftest import (
     user_call,
     user_http,
 )
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
 
@@ -565,12 +566,6 @@ async def test_no_secret_value_reaches_a_log(
 
 
 # -- a real `qinglong shell serve` process: the key rotates on SIGHUP ------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listening(port: int) -> bool:

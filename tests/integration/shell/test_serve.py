@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,14 +18,9 @@ import pytest
 
 from tests.conftest import Database as PgDatabase
 from tests.integration.shell.conftest import Pki
+from tests.support.env import free_port
 
 pytestmark = pytest.mark.db
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _write_config(folder: Path, pki: Pki, dsn: str, ports: tuple[int, int, int]) -> Path:
@@ -47,7 +41,7 @@ def _write_config(folder: Path, pki: Pki, dsn: str, ports: tuple[int, int, int])
 async def test_serve_answers_on_its_listeners_and_stops_on_sigterm(
     tmp_path: Path, pki: Pki, database: PgDatabase
 ) -> None:
-    ports = (_free_port(), _free_port(), _free_port())
+    ports = (free_port(), free_port(), free_port())
     config = _write_config(tmp_path, pki, database.runtime_dsn, ports)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qinglong.cli", "shell", "serve", "--config", str(config),
