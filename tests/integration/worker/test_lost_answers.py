@@ -122,8 +122,9 @@ async def test_a_lost_pull_answer_is_replayed_to_the_same_offer_never_a_second_c
     lost, replayed = client.named("pull")[:2]
     assert isinstance(lost.error, TransportError)
     assert isinstance(replayed.result, OfferOffered) and replayed.result.offer.run_id == first, "a second claim"
-    assert rig.run_status(first) == "succeeded" and rig.run_status(second) == "queued"
-    assert len(rig.attempts(first)) == 1 and rig.attempts(second) == []
+    assert rig.run_status(first) == "succeeded" and len(rig.attempts(first)) == 1
+    # `second` waits for the slot `first` frees; the tick that ends `first` may already pull and run it (once).
+    assert len(rig.attempts(second)) <= 1
     conn = sqlite3.connect(f"file:{rig.journal_path}?mode=ro", uri=True)
     try:
         assert conn.execute("select count(*) from meta").fetchone() == (0,), "the answered pull id is still pending"
