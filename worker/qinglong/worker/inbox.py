@@ -175,7 +175,7 @@ def _remove(inbox: Inbox) -> tuple[SecretFile, ...]:
 
 
 def _remove_output(inbox: Inbox) -> None:
-    """Unlink the launch's stdout and stderr files (already gone: nothing to do). Never raises."""
+    """Unlink the launch's stdout and stderr spools, segments included (already gone: nothing to do). Never raises."""
     assert inbox.handle is not None
     log_path = str(inbox.handle["log_path"])
     removed = sum(spool.remove(path) for path in (log_path, stderr_path(log_path)))  # a fault: the folder keeps it
