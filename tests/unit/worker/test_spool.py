@@ -7,14 +7,32 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from qinglong.worker import spool
 from tests.unit.wire.kit import FEW
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> Iterator[None]:
+    """A write that loops for ever fails its test instead of holding the suite: SIGALRM after 20 s."""
+
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("a spool call did not return")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def on_disk(path: Path) -> int:
@@ -41,6 +59,7 @@ def test_a_stream_keeps_its_head_and_its_last_segments(tmp_path: Path) -> None:
 
 
 @FEW
+@example(head=0, segment=1, pieces=[b"ab", b"c"])
 @given(
     head=st.integers(0, 40),
     segment=st.integers(1, 40),
@@ -63,6 +82,18 @@ def test_whatever_the_pieces_the_reader_gets_the_head_and_at_least_a_segment_of_
     assert spool.size(str(path)) == len(data) and on_disk(path) == len(kept) <= head + 2 * segment
     assert all(data[at : at + len(chunk)] == chunk for at, chunk in held.items())
     assert kept.startswith(data[:head]) and kept.endswith(data[-min(len(data), segment) :] if data else b"")
+
+
+def test_a_head_of_nothing_puts_every_byte_in_segments(tmp_path: Path) -> None:
+    """worker.toml `output_head_kib = 0`: PATH stays empty, the segments start at 0 (a segment at offset 0 is a
+    segment, not the head: it once took no byte and the write looped for ever)."""
+    path = tmp_path / "n.log"
+    writer = spool.Writer(str(path), 0, 10)
+    writer.write(b"0123456789abcdefghijklmno")
+    writer.close()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["n.log", "n.log.10", "n.log.20"]
+    assert spool.size(str(path)) == 25 and (path).read_bytes() == b""
+    assert spool.read(str(path), 0, 99) == (10, b"abcdefghij")
 
 
 def test_without_a_cap_everything_goes_to_one_file(tmp_path: Path) -> None:

@@ -212,9 +212,9 @@ class Cursor:
     def _cut(self, start: int) -> bool:
         """The spool dropped the raw bytes up to `start` (the task wrote faster than they were shipped): go on
         from there, the Masker cut (Masker.cut: neither the start nor the rest of a secret the cut split is ever
-        sent). The masked
-        stream goes on from the database's nextOffset where that is further on (after a restart the bytes before
-        the cut are fewer than they were): bytes may repeat there, none is sent below an offset already held.
+        sent). The masked stream goes on from the database's nextOffset where that is further on (after a restart
+        the bytes before the cut are fewer than they were): bytes may repeat there, none is sent below an offset
+        already held.
         False: not yet, the database's nextOffset must be known first (the pending bytes are sent before)."""
         assert self.masker is not None
         if self.shipped is None and self.pending:

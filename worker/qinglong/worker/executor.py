@@ -352,7 +352,7 @@ class Executor:
         stop_grace_s: float = 5.0,
         policy: TaskPolicy | None = None,
         store_base: Path | None = None,
-        spool_bytes: tuple[int, int] | None = (spool.HEAD_BYTES, spool.TAIL_BYTES),
+        spool_bytes: tuple[int, int] = (spool.HEAD_BYTES, spool.TAIL_BYTES),
     ) -> None:
         self._work_dir = Path(work_dir)
         self._spool_bytes = spool_bytes
@@ -508,8 +508,7 @@ class Executor:
         ready_target = 3 if ready_w != 3 else 4  # the wrapper's end; dup2 onto itself would keep CLOEXEC
         cmd = [sys.executable, "-I", "-m", _RUNNER_MODULE, "--log", str(log_path), "--status", str(status_path)]
         cmd += ["--identity", str(self.identity_path(log_path)), "--cwd", str(task_cwd)]
-        if self._spool_bytes is not None:
-            cmd += ["--spool", "{},{}".format(*self._spool_bytes)]
+        cmd += ["--spool", "{},{}".format(*self._spool_bytes)]
         if placement.uid is not None:
             cmd += ["--uid", str(placement.uid)]
         if placement.gid is not None:

@@ -333,7 +333,9 @@ class _Pump:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return None
-            self._select(left if self._pidfd is not None else min(POLL_S, left or POLL_S))
+            if self._pidfd is None:  # nothing wakes the wait at the child's exit: look every POLL_S
+                left = POLL_S if left is None else min(POLL_S, left)
+            self._select(left)
         return returncode
 
     def copy_for(self, seconds: float) -> None:
@@ -344,9 +346,7 @@ class _Pump:
             self._pidfd = None
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
-            self._select(left)
-            if not self._writers:
-                time.sleep(max(0.0, end - time.monotonic()))
+            self._select(left)  # with both pipes closed, a plain sleep
 
     def close(self) -> None:
         """What the pipes hold now goes to the spools, then the pipes close: a straggler of the group that still

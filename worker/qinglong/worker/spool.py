@@ -105,6 +105,7 @@ class Writer:
         self._fd: int | None = os.open(path, _WRITE | os.O_CREAT, 0o600)
         self._written = os.fstat(self._fd).st_size
         self._start = 0  # where the open file's bytes begin
+        self._limit = head  # how many bytes the open file takes (None: all)
         self._kept: list[str] = []  # segments on disk, oldest first
 
     @property
@@ -116,16 +117,13 @@ class Writer:
         """Bytes the open file still takes (0: open the next one)."""
         if self._fd is None:
             return 0
-        if self._head is None or self._segment is None:
-            return 2**62
-        limit = self._head if self._start == 0 else self._segment
-        return limit - (self._written - self._start)
+        return 1 << 62 if self._limit is None else self._limit - (self._written - self._start)
 
     def _next_segment(self) -> None:
         self.close()
         name = f"{self._path}.{self._written}"
         self._fd = os.open(name, _WRITE | os.O_CREAT | os.O_TRUNC, 0o600)
-        self._start = self._written
+        self._start, self._limit = self._written, self._segment
         self._kept.append(name)
         if self._segment is None:
             return  # no cap: a segment only follows dropped bytes, and stays
