@@ -1,6 +1,6 @@
 """(a) Lease renewals per second and p50/p99 latency: through the shell over TLS 1.3 mTLS with 1, 16
 and 128 simulated Workers (each its own enrolled Worker, certificate, session and keep-alive socket,
-every request ql3w-signed), beside ql_api.attempt_lease_control_v1 called directly by as many
+every request ql3w-signed), beside ql_api.attempt_lease_control_v2 called directly by as many
 psycopg connections as ql_runtime (and by 8, the figure compared with pgbench at 8 clients), beside
 pgbench's builtin `simple-update` on the same cluster (8 clients: the machine's commit limit; 1 client:
 one commit at a time). The shell is restarted after seeding and ANALYZE, and every direct phase opens its
@@ -57,7 +57,7 @@ PGBENCH_TX = "UPDATE pgbench_accounts"  # one per simple-update transaction
 WIDE_POOL = 16
 PROCESSES = 2  # the shell of several processes: its children, each with the default pool
 SATURATED = 0.75  # cores: a Python process near one full core is the bound
-LEASE_CONTROL = "select ql_api.attempt_lease_control_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+LEASE_CONTROL = "select ql_api.attempt_lease_control_v2(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, false)"
 
 
 @dataclass
@@ -385,7 +385,7 @@ def report(
              per_call(p.cpu, "self", p.rate), cpu_cell(p.cpu)]
         )  # fmt: skip
     pg8_wal, pg8_tx = wal_per_tx(pg8_calls, PGBENCH_TX)
-    renew_wal, _ = wal_per_tx(renew_calls, "select ql_api.attempt_lease_control_v1")
+    renew_wal, _ = wal_per_tx(renew_calls, "select ql_api.attempt_lease_control_v2")
     main = table(
         ["path", "clients", "renewals/s (tps)", "p50 ms", "p99 ms", "calls", "errors",
          "WAL fsyncs/s · ms each · commits per fsync", "pg CPU µs/call",
@@ -421,7 +421,7 @@ def report(
         "## (a) Lease renewals\n\n"
         f"Each measured window is {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up; a call counts when it ends inside "
         "the window. *direct*: that many asyncio psycopg connections as `ql_runtime`, each renewing its own "
-        "running Attempt in a loop with `select ql_api.attempt_lease_control_v1(…)` (psycopg prepares it after "
+        "running Attempt in a loop with `select ql_api.attempt_lease_control_v2(…)` (psycopg prepares it after "
         "5 runs). *shell*: `qinglong shell serve` in its own process (worker listener TLS 1.3 with client "
         f"certificates, database pool {pool}), that many simulated Workers in the load generator's one event loop, "
         "each its own enrolled Worker with its own ECDSA P-256 certificate, session and one keep-alive socket "

@@ -1,5 +1,5 @@
 """What one Run lifecycle and one Lease renewal cost PostgreSQL, counted rather than timed: for one
-lifecycle (pull → starting → running → renewal → completion, direct SQL as ql_runtime) the inner
+lifecycle (pull → starting → renewal with the running ACK → completion, direct SQL as ql_runtime) the inner
 statements (pg_stat_statements, track = all), the WAL bytes and records (pg_current_wal_lsn and
 pg_stat_wal deltas), the rows written and how many updates were HOT (pg_stat_user_tables); for a renewal
 its WAL beside one pgbench simple-update transaction; and the MultiXacts 8 connections renewing the
@@ -45,7 +45,7 @@ SOAK_CONNECTIONS = 8
 SOAK_RENEWALS = 250  # per connection
 PULL = "select ql_api.offer_pull_v1(%s, %s, 1, %s)"
 ACTIVATE = "select ql_api.attempt_activation_v1(%s, %s, %s, 1, %s, %s, %s, %s, %s, %s, null)"
-RENEW = "select ql_api.attempt_lease_control_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s)"
+RENEW = "select ql_api.attempt_lease_control_v2(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s, %s)"
 COMPLETE = "select ql_api.attempt_complete_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s, 0, null, '[]'::jsonb)"
 TABLES = ("runs", "run_attempts", "run_leases", "run_events", "worker_sessions")
 
@@ -112,7 +112,7 @@ One = Callable[[psycopg.Connection[Any], str, tuple[Any, ...]], Any]
 def started_attempt(
     rt: psycopg.Connection[Any], worker: str, session: str, one: One = scalar
 ) -> tuple[tuple[Any, ...], int]:
-    """Pull and ACK starting and running: the fence arguments and the Lease version."""
+    """Pull and ACK starting: the fence arguments and the Lease version."""
     digest = hashlib.sha256(os.urandom(32)).digest()
     pulled = one(rt, PULL, (worker, session, digest))
     assert pulled["status"] == "offered", pulled
@@ -120,16 +120,22 @@ def started_attempt(
     fence = (o["projectId"], o["runId"], o["attemptId"], o["offerId"], o["leaseGeneration"], digest)
     starting = one(rt, ACTIVATE, ("starting", worker, session, *fence))
     assert starting["status"] == "applied", starting
-    running = one(rt, ACTIVATE, ("running", worker, session, *fence))
-    assert running["status"] == "applied", running
-    return fence, int(running["snapshot"]["leaseVersion"])
+    return fence, int(starting["snapshot"]["leaseVersion"])
+
+
+def running_attempt(
+    rt: psycopg.Connection[Any], worker: str, session: str, one: One = scalar
+) -> tuple[tuple[Any, ...], int]:
+    """A started Attempt's first renewal, which takes the running ACK along: the fence and the Lease version."""
+    fence, version = started_attempt(rt, worker, session, one)
+    renewed = one(rt, RENEW, (worker, session, *fence, version, True))
+    assert renewed["status"] == "renewed", renewed
+    return fence, int(renewed["leaseVersion"])
 
 
 def one_lifecycle(rt: psycopg.Connection[Any], worker: str, session: str, one: One = scalar) -> None:
-    fence, version = started_attempt(rt, worker, session, one)
-    renewed = one(rt, RENEW, (worker, session, *fence, version))
-    assert renewed["status"] == "renewed", renewed
-    done = one(rt, COMPLETE, (worker, session, *fence, renewed["leaseVersion"]))
+    fence, version = running_attempt(rt, worker, session, one)
+    done = one(rt, COMPLETE, (worker, session, *fence, version))
     assert done["runStatus"] == "succeeded", done
 
 
@@ -341,12 +347,12 @@ def renewal(dsn: str, count: int = RENEWALS) -> Row:
         fix = Fixture(admin, rt)
         worker, session = fix.worker(1)
         fix.queue(1)
-        fence, version = started_attempt(rt, worker, session)
+        fence, version = running_attempt(rt, worker, session)
 
         def renew_n(n: int) -> None:
             nonlocal version
             for _ in range(n):
-                renewed = scalar(rt, RENEW, (worker, session, *fence, version))
+                renewed = scalar(rt, RENEW, (worker, session, *fence, version, False))
                 assert renewed["status"] == "renewed", renewed
                 version = int(renewed["leaseVersion"])
 
@@ -376,7 +382,7 @@ def multixacts(dsn: str, connections: int = SOAK_CONNECTIONS, renewals: int = SO
         fix = Fixture(admin, rt)
         worker, session = fix.worker(connections)
         fix.queue(connections)
-        started = [started_attempt(rt, worker, session) for _ in range(connections)]
+        started = [running_attempt(rt, worker, session) for _ in range(connections)]
         errors: list[BaseException] = []
         barrier = threading.Barrier(connections)
 
@@ -387,7 +393,7 @@ def multixacts(dsn: str, connections: int = SOAK_CONNECTIONS, renewals: int = SO
                         v = version
                         barrier.wait()
                         for _ in range(renewals):
-                            renewed = scalar(conn, RENEW, (worker, session, *fence, v))
+                            renewed = scalar(conn, RENEW, (worker, session, *fence, v, False))
                             assert renewed["status"] == "renewed", renewed
                             v = int(renewed["leaseVersion"])
                 except BaseException as exc:  # reported below

@@ -1,5 +1,5 @@
-"""(b) Full Run lifecycles per second — pull → starting → running → one renewal → completion (exit 0,
-no artifact) — through the shell with the Worker's own HTTPS client, and the same five ql_api calls
+"""(b) Full Run lifecycles per second — pull → starting → one renewal taking the running ACK along →
+completion (exit 0, no artifact) — through the shell with the Worker's own HTTPS client, and the same four ql_api calls
 made directly over psycopg, beside Procrastinate 3.10 on the same cluster: defer, and a worker that
 fetches and finishes no-op jobs. After seeding (queued Runs and a history of 2 s of lifecycles) and ANALYZE
 the shell is restarted and Procrastinate's pool reopened, so no measured connection keeps plans made against
@@ -47,10 +47,10 @@ from tests.support.progress import say
 
 WORKERS = 8
 HISTORY_S = 2.0  # lifecycles over SQL before ANALYZE
-CALLS_PER_LIFECYCLE = 5
+CALLS_PER_LIFECYCLE = 4
 PULL = "select ql_api.offer_pull_v1(%s, %s, 1, %s)"
 ACTIVATE = "select ql_api.attempt_activation_v1(%s, %s, %s, 1, %s, %s, %s, %s, %s, %s, null)"
-RENEW = "select ql_api.attempt_lease_control_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s)"
+RENEW = "select ql_api.attempt_lease_control_v2(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s, true)"
 COMPLETE = "select ql_api.attempt_complete_v1(%s, %s, 1, %s, %s, %s, %s, %s, %s, %s, 0, null, '[]'::jsonb)"
 
 
@@ -82,9 +82,10 @@ async def through_shell(env: Env, who: list[Identity], seconds: float, meter: Cp
                 "worker_generation": 1, "project_id": o.project_id, "run_id": o.run_id, "attempt_id": o.attempt_id,
                 "lease_generation": o.lease_generation, "lease_token": offered.lease_token,
             }  # fmt: skip
-            await client.activate(session, o.offer_id, "starting", ActivationRequest(**fence))
-            ack = await client.activate(session, o.offer_id, "running", ActivationRequest(**fence))
-            body = LeaseControlRequest(**fence, offer_id=o.offer_id, expected_version=ack.snapshot.lease_version)
+            ack = await client.activate(session, o.offer_id, "starting", ActivationRequest(**fence))
+            body = LeaseControlRequest(
+                **fence, offer_id=o.offer_id, expected_version=ack.snapshot.lease_version, running=True
+            )
             renewed = await client.lease_control(session, body)
             if not isinstance(renewed, LeaseRenewed):
                 return False
@@ -109,7 +110,7 @@ async def through_shell(env: Env, who: list[Identity], seconds: float, meter: Cp
 
 
 async def direct(env: Env, who: list[Identity], seconds: float, meter: CpuMeter) -> Phase:
-    """The same five calls as ql_runtime, one psycopg connection per simulated Worker."""
+    """The same four calls as ql_runtime, one psycopg connection per simulated Worker."""
     phase = Phase("direct", len(who), seconds)
     conns = [await psycopg.AsyncConnection.connect(env.dsn("qinglong", "ql_runtime"), autocommit=True) for _ in who]
 
@@ -134,8 +135,7 @@ async def direct(env: Env, who: list[Identity], seconds: float, meter: CpuMeter)
                 return False
             o = pulled["offer"]
             fence = (o["projectId"], o["runId"], o["attemptId"], o["offerId"], o["leaseGeneration"], digest)
-            await one(conn, ACTIVATE, ("starting", worker, session, *fence))
-            ack = await one(conn, ACTIVATE, ("running", worker, session, *fence))
+            ack = await one(conn, ACTIVATE, ("starting", worker, session, *fence))
             renewed = await one(conn, RENEW, (worker, session, *fence, ack["snapshot"]["leaseVersion"]))
             if renewed["status"] != "renewed":
                 return False
@@ -272,9 +272,9 @@ def report(
     defer = peers[0]
     fetch8, fetch1 = peers[1], peers[2]
     entries = [
-        ("Qinglong", "lifecycle through the shell (5 HTTPS calls)", f"{via_shell.clients} Workers", via_shell,
+        ("Qinglong", "lifecycle through the shell (4 HTTPS calls)", f"{via_shell.clients} Workers", via_shell,
          CALLS_PER_LIFECYCLE),
-        ("Qinglong", "lifecycle over SQL (5 ql_api calls)", f"{via_sql.clients} connections", via_sql,
+        ("Qinglong", "lifecycle over SQL (4 ql_api calls)", f"{via_sql.clients} connections", via_sql,
          CALLS_PER_LIFECYCLE),
         ("Procrastinate 3.10", "defer a no-op job", f"{defer.clients} coroutines, pool 4", defer, 1),
         ("Procrastinate 3.10", "worker: fetch + run + finish", f"concurrency {fetch8.clients}", fetch8, 2),
@@ -301,7 +301,7 @@ def report(
             ["shell lifecycles / Procrastinate defers", ratio(via_shell.rate, defer.rate)],
             ["SQL lifecycles / Procrastinate fetch+finish (concurrency 8)", ratio(via_sql.rate, fetch8.rate)],
             ["shell lifecycles / SQL lifecycles", ratio(via_shell.rate, via_sql.rate)],
-            ["shell calls/s (5 a lifecycle) / Procrastinate worker transactions/s (2 a job, concurrency 8)",
+            ["shell calls/s (4 a lifecycle) / Procrastinate worker transactions/s (2 a job, concurrency 8)",
              ratio(via_shell.rate * CALLS_PER_LIFECYCLE, fetch8.rate * 2)],
         ],
     )  # fmt: skip
@@ -313,11 +313,11 @@ def report(
     markdown = (
         "## (b) Run lifecycles beside Procrastinate\n\n"
         f"Windows of {seconds:.0f} s after a {WARMUP_S:.0f} s warm-up. A Qinglong lifecycle is pull → starting ACK → "
-        "running ACK → one lease renewal → completion (exit 0, no artifact): five transactions, each a "
+        "one lease renewal taking the running ACK along → completion (exit 0, no artifact): four transactions, each a "
         "`ql_api` function. *Through the shell*: 8 simulated Workers, each the Worker's real "
         "`IngressClient` (its own certificate re-read per call, one keep-alive TLS 1.3 socket, ql3w, "
         f"every answer parsed by its wire contract), against `qinglong shell serve` (database pool {pool}). "
-        "*Over SQL*: the same five calls from 8 psycopg connections as `ql_runtime`. "
+        "*Over SQL*: the same four calls from 8 psycopg connections as `ql_runtime`. "
         "*Procrastinate 3.10* (installed from PyPI as the benchmark-only extra `bench`): its own schema in its own "
         "database on the same cluster, `PsycopgConnector` with a pool of 4; 8 coroutines `defer_async()` a no-op "
         "task; then VACUUM ANALYZE (as autovacuum would have done by a steady state; the Qinglong database gets "
@@ -325,7 +325,7 @@ def report(
         "(`run_worker_async`, LISTEN/NOTIFY on) fetches, "
         "runs and finishes the backlog; jobs/s counts jobs that reached `succeeded` in the window (the generator "
         "column then holds Procrastinate's worker). A Procrastinate job is 3 transactions (defer, "
-        "fetch, finish), a Qinglong lifecycle 5 (and the Run's events, Attempt, Lease and Offer rows). CPU columns "
+        "fetch, finish), a Qinglong lifecycle 4 (and the Run's events, Attempt, Lease and Offer rows). CPU columns "
         "as in (a): µs each divides a group's cores by the lifecycles (or jobs) per second.\n\n"
         f"{main}\n\n{warn}Ratios:\n\n{ratios}\n{reading(via_shell, via_sql, fetch8)}\n"
         "Per call type (pg_stat_statements, top-level statements; mean = execution time in PostgreSQL; WAL per call "

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from bench import lifecycle_cost
+from bench import lifecycle_cost, lifecycles
 from bench.cluster import enroll, make_task, queue_runs
 from bench.lease_renewals import LEASE_CONTROL, Held, running
 from bench.report import Result, fmt, record_json, table
@@ -40,11 +40,11 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "renew_direct_over_pgbench8": (
         0.65, True, "direct-SQL renewals/s at 8 connections over pgbench simple-update tps at 8 clients"),
     "lifecycle_pgcpu_over_procrastinate": (
-        2.5, False, "PostgreSQL CPU of a lifecycle (5 calls, SQL) over a Procrastinate job's fetch + finish"),
-    "tx_pgcpu_over_procrastinate": (1.0, False, "the same per transaction (5 against 2)"),
+        2.5, False, "PostgreSQL CPU of a lifecycle (4 calls, SQL) over a Procrastinate job's fetch + finish"),
+    "tx_pgcpu_over_procrastinate": (1.0, False, "the same per transaction (4 against 2)"),
     "wal_per_lifecycle_over_procrastinate": (
-        2.5, False, "WAL bytes of a lifecycle (5 calls, SQL) over a Procrastinate job's fetch + finish"),
-    "shell_cpu_us_per_lifecycle": (1500.0, False, "shell CPU µs per lifecycle (5 HTTPS calls), 8 Workers"),
+        2.5, False, "WAL bytes of a lifecycle (4 calls, SQL) over a Procrastinate job's fetch + finish"),
+    "shell_cpu_us_per_lifecycle": (1500.0, False, "shell CPU µs per lifecycle (4 HTTPS calls), 8 Workers"),
     "shell_cpu_us_per_renewal": (300.0, False, "shell CPU µs per renewal, 128 Workers through the shell"),
     "wal_per_renewal_over_pgbench": (
         1.0, False, "WAL bytes per renewal over WAL bytes per pgbench transaction (pg_stat_statements)"),
@@ -157,7 +157,8 @@ def figures(a: dict[str, Any], b: dict[str, Any], h: dict[str, Any]) -> dict[str
         out["wal_per_renewal_over_pgbench"] = None if math.isnan(wal) else wal
     if b and b["lifecycle_pg_us"] and b["job_pg_us"]:
         out["lifecycle_pgcpu_over_procrastinate"] = b["lifecycle_pg_us"] / b["job_pg_us"]
-        out["tx_pgcpu_over_procrastinate"] = (b["lifecycle_pg_us"] / 5) / (b["job_pg_us"] / 2)
+        per_tx = b["lifecycle_pg_us"] / lifecycles.CALLS_PER_LIFECYCLE
+        out["tx_pgcpu_over_procrastinate"] = per_tx / (b["job_pg_us"] / 2)
     if b:
         wal = b["wal_per_lifecycle"] / b["wal_per_job"] if b["wal_per_job"] else math.nan
         out["wal_per_lifecycle_over_procrastinate"] = None if math.isnan(wal) else wal

@@ -27,7 +27,7 @@ class Statement:
 
     @property
     def label(self) -> str:
-        """`ql_api.attempt_lease_control_v1`, else the statement's first words."""
+        """`ql_api.attempt_lease_control_v2`, else the statement's first words."""
         for word in self.query.replace("(", " ").split():
             if "." in word and word.split(".")[0] in ("ql_api", "ql", "procrastinate"):
                 return word

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pytest
@@ -26,7 +26,11 @@ import pytest
 from qinglong import db
 from qinglong.devdb import Cluster
 from qinglong.shell import app
-from qinglong.shell.routes import ROUTES, Args, Call
+from qinglong.shell.routes import ROUTES, Args, Call, Route
+from qinglong.wire.codec import KIB, MAX_SAFE_INTEGER
+from qinglong.wire.common import AttemptFence
+from qinglong.wire.fields import Int, Uuid, wire
+from qinglong.wire.lease_control import LEASE_CONTROL_SCHEMA, LeaseControlRequest
 from tests.conftest import Database, fresh_database
 from tests.integration.shell.conftest import user_call, user_http
 from tests.integration.worker.conftest import ENDED_RUN, Rig, child_subreaper, poll, read_journal
@@ -116,19 +120,45 @@ async def cancel(rig: Rig, run: str, mutation: str) -> None:
 @pytest.fixture
 def release_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shell as the release calls the database where HEAD's shell calls a function the release lacks: the
-    activation route on ql_api.attempt_activation_v1 (HEAD's calls _v2, decision 0025). The documented order deploys
-    the database under the running shells of the release, then upgrades them; this test has one shell (HEAD's code)
-    for both, so it answers the Worker as the release's would. v1 stays at HEAD, so it serves across the deploy and
+    activation route on ql_api.attempt_activation_v1 (HEAD's calls _v2, decision 0025), and lease control on
+    ql_api.attempt_lease_control_v1 with the release's body, which refuses `running` as an unknown field (HEAD's
+    Worker then sends its running ACK on its own, decision 0031). The documented order deploys the database under
+    the running shells of the release, then upgrades them; this test has one shell (HEAD's code) for both, so it
+    answers the Worker as the release's would. Both v1 functions stay at HEAD, so they serve across the deploy and
     after the rollback alike."""
 
-    def release_args(c: Call, b: Any) -> Args:
-        args = dict(activation.args(c, b))
-        del args["p_error_message"]
-        return args
+    def without(route: Route, name: str) -> Callable[[Call, Any], Args]:
+        def release_args(c: Call, b: Any) -> Args:
+            if isinstance(b, ReleaseLeaseControlRequest):  # HEAD's arguments are made from HEAD's body
+                b = LeaseControlRequest.from_obj(b.to_obj())
+            args = dict(route.args(c, b))
+            del args[name]
+            return args
 
-    [activation] = [r for r in ROUTES if r.name == "worker.activation"]
-    release = dataclasses.replace(activation, function="attempt_activation_v1", args=release_args)
-    monkeypatch.setattr(app, "ROUTES", tuple(release if r is activation else r for r in ROUTES))
+        return release_args
+
+    by_name: dict[str, Any] = {r.name: r for r in ROUTES}  # each its own RouteOf[request]
+    activation, lease = by_name["worker.activation"], by_name["worker.lease_control"]
+    release = {
+        activation.name: dataclasses.replace(
+            activation, function="attempt_activation_v1", args=without(activation, "p_error_message")
+        ),
+        lease.name: dataclasses.replace(
+            lease, function="attempt_lease_control_v1", request=lambda match: ReleaseLeaseControlRequest,
+            args=without(lease, "p_running"),
+        ),
+    }  # fmt: skip
+    monkeypatch.setattr(app, "ROUTES", tuple(release.get(r.name, r) for r in ROUTES))
+
+
+class ReleaseLeaseControlRequest(AttemptFence):
+    """The release's lease-control body: no `running` (a body with it is refused wire.unknown_field)."""
+
+    SCHEMA = LEASE_CONTROL_SCHEMA
+    CAP = 8 * KIB
+
+    offer_id: str = wire(Uuid())
+    expected_version: int = wire(Int(1, MAX_SAFE_INTEGER - 1))
 
 
 async def test_a_live_system_upgrades_from_the_release_to_head_and_rolls_back(release_shell: None, rig: Rig) -> None:

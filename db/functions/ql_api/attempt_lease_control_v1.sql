@@ -1,4 +1,7 @@
 -- ql_api.attempt_lease_control_v1: renew an Attempt's Lease and carry durable stop requests (decision 0000 (ADR-0118 §2)).
+-- Superseded by ql_api.attempt_lease_control_v2 (the running ACK taken along, docs/decisions/0031), which decides as
+-- this does when its running flag is false. Kept whole, not as a call of v2: shells of the previous release call it
+-- while an upgrade deploys, before v2 exists. It goes with the next release.
 -- Lock order: advisory Attempt → lease → attempt (fast path; every other writer of these rows holds the advisory
 --   lock first); the full path: ql.attempt_fence (its lock order).
 create or replace function ql_api.attempt_lease_control_v1(

@@ -33,6 +33,7 @@ select is(
   array(select p.proname::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'ql_api' and has_function_privilege('ql_runtime', p.oid, 'execute') order by 1),
   array['artifact_upload_v1', 'attempt_activation_v1', 'attempt_activation_v2', 'attempt_complete_v1', 'attempt_lease_control_v1',
+        'attempt_lease_control_v2',
         'bundle_chunk_v1', 'notify_deliveries_v1', 'notify_rule_list_v1', 'notify_rule_remove_v1',
         'notify_rule_set_v1', 'offer_pull_v1', 'output_append_v1', 'output_lost_v1', 'project_view_v1', 'project_workers_v1',
         'request_admission_v1',

@@ -293,7 +293,7 @@ def _activation(c: Call, b: ActivationRequest | ActivationStartFailureRequest) -
 
 
 def _lease_control(c: Call, b: LeaseControlRequest) -> Args:
-    return {**_fence(c, b, b.offer_id), "p_expected_version": b.expected_version}
+    return {**_fence(c, b, b.offer_id), "p_expected_version": b.expected_version, "p_running": bool(b.running)}
 
 
 def _artifact(c: Call, b: ArtifactUploadRequest) -> Args:
@@ -548,7 +548,7 @@ ROUTES: Final = (
     ),
     RouteOf(
         "worker.lease_control", "POST", paths.LEASE_CONTROL, "worker",
-        _const(LeaseControlRequest), "attempt_lease_control_v1", _lease_control, LEASE_CONTROL_RESPONSES,
+        _const(LeaseControlRequest), "attempt_lease_control_v2", _lease_control, LEASE_CONTROL_RESPONSES,
         grouped=True,
     ),
     RouteOf(

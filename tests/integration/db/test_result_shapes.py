@@ -248,8 +248,10 @@ class Pulled:
             "worker.activation", p_phase=phase, **self.fence(), p_error_code=error_code, p_error_message=None
         )
 
-    def lease_control(self) -> dict[str, Any]:
-        result = self.rig.drive("worker.lease_control", **self.fence(), p_expected_version=self.lease_version)
+    def lease_control(self, *, running: bool = False) -> dict[str, Any]:
+        result = self.rig.drive(
+            "worker.lease_control", **self.fence(), p_expected_version=self.lease_version, p_running=running
+        )
         self.lease_version = result.get("leaseVersion", self.lease_version)
         return result
 
@@ -343,9 +345,11 @@ def test_a_worker_s_calls_and_user_cancellation(rig: Rig) -> None:
     assert rig.cancel(operator, b.run)["status"] == "accepted"
     assert b.activate("starting")["status"] == "not_started"
 
-    # c: cancelled while running: the next lease control asks to stop; then the Run ends.
+    # c: cancelled while running (its renewal took the running ACK along): the next lease control asks to stop;
+    # then the Run ends.
     c.activate("starting")
-    c.activate("running")
+    assert c.lease_control(running=True)["status"] == "renewed"
+    assert c.activate("running")["status"] == "already_running"
     assert rig.cancel(operator, c.run)["status"] == "accepted"
     assert rig.cancel(operator, c.run)["status"] == "already_requested"
     assert c.lease_control()["status"] == "stop_requested"

@@ -96,7 +96,7 @@ async def test_no_secret_reaches_a_log(
     pg_log = cluster.log_file.read_bytes()[log_offset:].decode("utf-8", "replace")
     # The log is live (statements and their bind parameters are there), so an absence means something.
     # PostgreSQL 17 capitalises the detail ("Parameters: $1 = …"; 15: "parameters: …").
-    assert "ql_api.attempt_lease_control_v1" in pg_log and "parameters: $1 = " in pg_log.lower()
+    assert "ql_api.attempt_lease_control_v2" in pg_log and "parameters: $1 = " in pg_log.lower()
     assert token_digest in pg_log.lower()  # allowed: only the digest crossed, as a bind parameter
     assert bearer_digest in pg_log.lower()
     assert _leaks(pg_log, secrets) == []

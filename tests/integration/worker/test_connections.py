@@ -22,7 +22,7 @@ from tests.integration.worker.conftest import ENDED_RUN, Rig, poll
 
 pytestmark = pytest.mark.db
 
-WHOLE_LIFECYCLE = {"open", "heartbeat", "pull", "starting", "running", "lease-control", "output", "completion"}
+WHOLE_LIFECYCLE = {"open", "heartbeat", "pull", "starting", "lease-control", "output", "completion"}
 
 
 def _der_sha256(pem: Path) -> str:

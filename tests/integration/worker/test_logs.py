@@ -17,7 +17,7 @@ pytestmark = pytest.mark.db
 
 async def test_state_changes_are_logged_without_the_lease_token(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="qinglong.worker")
-    run = rig.add_run({"argv": ["sh", "-c", "echo logged"], "timeoutMs": 60000})
+    run = rig.add_run({"argv": ["sh", "-c", "echo logged; sleep 0.5"], "timeoutMs": 60000})  # still runs at its renewal
     client = rig.client()
     lc = rig.lifecycle(client)
     await lc.start()

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from qinglong.wire import LeaseRenewed, OfferOffered
+from qinglong.wire import LeaseControlRequest, LeaseRenewed, OfferOffered
 from qinglong.worker.client import Refused, TransportError
 from qinglong.worker.executor import Executor
 from qinglong.worker.identity import boottime_ns
@@ -247,8 +247,10 @@ async def test_a_worker_back_between_its_starting_ack_and_the_spawn_renews_first
     assert handle is not None
     assert status_file(handle) == {"exitCode": 0, "signal": None}, "a lost answer stopped a healthy task"
     assert rig.run_status(run) == "succeeded" and len(rig.attempts(run)) == 1
-    names = [c.name for c in spy.calls if c.error is None]
-    assert names.index("lease-control") < names.index("running"), f"spawned before a renewal was answered: {names}"
+    # the first answered renewal is the one before the spawn: a renewal after it takes the running ACK along
+    renewals = [c.body for c in spy.calls if c.name == "lease-control" and c.error is None]
+    assert isinstance(renewals[0], LeaseControlRequest) and renewals[0].running is None, "spawned before a renewal"
+    assert any(isinstance(b, LeaseControlRequest) and b.running for b in renewals), "no renewal said running"
     assert not [c for c in spy.calls if isinstance(c.error, Refused)]
     _events_ok(rig, run)
 

@@ -225,6 +225,8 @@ class StubPlane(IngressClient):
                                  ended_at_ms=at)  # fmt: skip
         assert body.expected_version == self.lease_version, (body.expected_version, self.lease_version)
         self.lease_version += 1
+        if body.running and self.status == "starting":
+            self.status = "running"  # the running ACK taken along
         return LeaseRenewed(lease_version=self.lease_version, renewed_at_ms=at, expires_at_ms=at + self.ttl_ms,
                             deadline_at_ms=None)  # fmt: skip
 

@@ -407,11 +407,11 @@ async def test_a_restarted_worker_that_cannot_have_the_values_ships_no_more_and_
 async def test_after_a_restart_the_running_ack_goes_before_the_replay_that_delivers_the_values(
     rig: Rig, tmp_path: Path
 ) -> None:
-    """The running ACK never got through and the completion is pending when the Worker restarts: a replayed
-    starting ACK could then find the Attempt `starting` (and, under a cancel intent, end it as never started),
-    so the running ACK goes first; the replay answers already_running with the values."""
+    """The running ACK (taken along by the renewal) never got through and the completion is pending when the Worker
+    restarts: a replayed starting ACK could then find the Attempt `starting` (and, under a cancel intent, end it as
+    never started), so the running ACK goes first; the replay answers already_running with the values."""
     plane = StubPlane(offered(plan(python(tmp_path, WAITS.replace("while not", "while False and not")))), SECRETS)
-    plane.fail.update({"running": 10_000, "completion": 10_000})
+    plane.fail.update({"lease-control": 10_000, "completion": 10_000})
     first = rig.lifecycle(plane)
     await first.start()
     await rig.tick_until(first, lambda: rig.state() == "completion_pending" and "completion" in plane.names())

@@ -128,6 +128,7 @@ INVALID_REASONS: Final[tuple[str, ...]] = (
     "status_code",
     "error",
     "duration_ms",
+    "running",  # a renewal whose running flag is NULL (ql_api.attempt_lease_control_v2)
 )
 
 FENCE_MEANINGS: Final[Mapping[str, str]] = {

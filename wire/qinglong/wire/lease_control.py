@@ -1,8 +1,10 @@
 """qinglong/remote-worker-lease-control@v1: renew a Lease, carry stop requests. Touches nothing: declarations.
 
-The request: the full fence with the Offer id and the version the Worker expects (request ≤ 8 KiB). The
-answer is ql_api.attempt_lease_control_v1's result, ≤ 4 KiB, one class per status with exactly the keys
-the function builds: `renewed` (stopReason and cancelRequestedAtMs are present and null),
+The request: the full fence with the Offer id and the version the Worker expects (request ≤ 8 KiB), and
+`running: true` when the renewal takes the running ACK along (the process exists: a starting Attempt becomes
+running in the same transaction, docs/decisions/0031); absent, it is a plain renewal, as a Worker of the previous
+release sends it. The answer is ql_api.attempt_lease_control_v2's result, ≤ 4 KiB, one class per status with
+exactly the keys the function builds: `renewed` (stopReason and cancelRequestedAtMs are present and null),
 `stop_requested` (both set) or `terminal`. It never echoes the token or its digest.
 `check_lease_version` is the receiver's rule (decision 0000 (ADR-0118 §1), restated in
 docs/decisions/0000-seed-records.md): a renewed or stop_requested version is exactly expectedVersion +
@@ -25,19 +27,21 @@ from qinglong.wire.common import (
     EndedAttemptStatus,
     RunStatus,
 )
-from qinglong.wire.fields import Enum, Int, Message, Null, Uuid, Variants, wire
+from qinglong.wire.fields import Bool, Enum, Int, Message, Null, Uuid, Variants, wire
 
 LEASE_CONTROL_SCHEMA: Final = "qinglong/remote-worker-lease-control@v1"
 
 
 class LeaseControlRequest(AttemptFence):
-    """Body of a lease-control call: the fence, the Offer and the Lease version the Worker holds."""
+    """Body of a lease-control call: the fence, the Offer and the Lease version the Worker holds; `running` when
+    it also acknowledges that the process exists (sent only then: a shell of the previous release refuses it)."""
 
     SCHEMA = LEASE_CONTROL_SCHEMA
     CAP = 8 * KIB
 
     offer_id: str = wire(Uuid())
     expected_version: int = wire(Int(1, MAX_SAFE_INTEGER - 1))
+    running: bool | None = wire(Bool(), optional=True, default=None)
 
 
 class LeaseRenewed(Message):

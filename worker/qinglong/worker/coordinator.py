@@ -20,7 +20,9 @@ In order, for one record, single-flight per offer:
    boot) → stop the exact local process and never call the control plane:
    lease_lost_local_execution_stopped, or ..._unverified when identity or signals cannot be proven;
 3. otherwise lease control with the full fence, its timeout bounded by the time left on the local
-   Lease: renewed | stop_requested → persist the new version and local expiry BEFORE acting, then
+   Lease; for a `started` record it takes the running ACK along (`running`, decision 0031: the Processor leaves
+   it here right after the spawn) and the record becomes `running_acknowledged` with the renewal:
+   renewed | stop_requested → persist the new version and local expiry BEFORE acting, then
    move the runner's dead-man's switch to it; stop_requested → stop the process (its completion
    follows); terminal or a fence → stop the exact local identity, then isolate as
    control_plane_terminal; a transport failure → re-check the local expiry at once (step 2);
@@ -89,6 +91,7 @@ from qinglong.wire import (
     OutputAppendRequest,
     OutputLostRequest,
 )
+from qinglong.wire.codec import UNKNOWN_FIELD
 from qinglong.wire.logline import emit
 from qinglong.wire.output import CHUNK_MAX_BYTES, STREAMS, Stream
 from qinglong.wire.reasons import KILLED_AFTER_GRACE
@@ -262,16 +265,27 @@ class Cursor:
         )
 
 
-async def renew(client: IngressClient, session: Session, inbox: Inbox) -> tuple[LeaseControlResponse, Inbox]:
+async def renew(
+    client: IngressClient, session: Session, inbox: Inbox, *, running: bool = False
+) -> tuple[LeaseControlResponse, Inbox]:
     """One lease-control call for the record's Attempt, bounded by the local Lease left: the answer, and the
     inbox as it leaves the Lease (renewed | stop_requested: the new version and local expiry, counted from the
-    send instant; terminal: unchanged). Raises what the client raises."""
+    send instant; terminal: unchanged). `running`: the call also acknowledges that the process exists (decision
+    0031); a shell of the previous release refuses the field (wire.unknown_field), and then gets the running ACK of
+    its own before the plain renewal. Raises what the client raises."""
+    fence = inbox.fence(session.generation)
     body = LeaseControlRequest(
-        **inbox.fence(session.generation), offer_id=inbox.offer_id, expected_version=inbox.lease_version
+        **fence, offer_id=inbox.offer_id, expected_version=inbox.lease_version, running=True if running else None
     )
     left = inbox.lease_left_s()
     sent_at = boottime_ns()
-    answer = await client.lease_control(session, body, timeout_s=None if left is None else max(MIN_CALL_S, left))
+    try:
+        answer = await client.lease_control(session, body, timeout_s=None if left is None else max(MIN_CALL_S, left))
+    except Refused as refused:
+        if not running or refused.code != UNKNOWN_FIELD:
+            raise
+        await client.activate(session, inbox.offer_id, "running", ActivationRequest(**fence))
+        return await renew(client, session, inbox)
     if answer.status == "terminal":
         return answer, inbox
     return answer, inbox.granted(answer.lease_version, sent_at, answer.expires_at_ms - answer.renewed_at_ms)
@@ -340,7 +354,7 @@ class Coordinator:
         record = await self._lease_control(record, inbox, handle, session)
         renewed = Inbox.from_data(record.data)
         if record.state in SUPERVISED and renewed.lease_version != inbox.lease_version:
-            await self._ship(renewed, handle, session)
+            await self._ship(renewed, handle, session, acknowledged=record.state == "running_acknowledged")
         return record
 
     async def _stop_lease_lost(self, record: Record, inbox: Inbox, handle: ProcessHandle) -> Record:
@@ -423,7 +437,7 @@ class Coordinator:
 
     async def _lease_control(self, record: Record, inbox: Inbox, handle: ProcessHandle, session: Session) -> Record:
         try:
-            answer, renewed = await renew(self._client, session, inbox)
+            answer, renewed = await renew(self._client, session, inbox, running=record.state == "started")
         except (TransportError, Unauthenticated) as failed:
             self.session_refused = self.session_refused or isinstance(failed, Unauthenticated)
             if inbox.expired_locally():  # the call outlived the Lease: stop now, not a tick later
@@ -439,7 +453,9 @@ class Coordinator:
             return self._save(
                 record, "control_plane_terminal", inbox.replace(reason=f"terminal {answer.attempt_status}")
             )
-        record = self._save(record, record.state, renewed)  # persist before acting (decision 0000 (ADR-0118 §4 item 4))
+        # persist before acting (decision 0000 (ADR-0118 §4 item 4)); a started record's renewal took the running ACK
+        state: State = "running_acknowledged" if record.state == "started" else record.state
+        record = self._save(record, state, renewed)
         if renewed.lease_expires_boottime_ns is not None:
             with contextlib.suppress(OSError):  # unwritten, the old expiry stops the task early, never late
                 self._executor.extend_lease(handle, renewed.lease_expires_boottime_ns)
@@ -462,11 +478,13 @@ class Coordinator:
         await self._controller.stop(handle, before_kill=escalating)
         return latest[0]
 
-    async def _masking(self, inbox: Inbox, session: Session) -> tuple[bytes, ...] | None:
+    async def _masking(self, inbox: Inbox, session: Session, *, acknowledged: bool = False) -> tuple[bytes, ...] | None:
         """The values to mask the Attempt's output with (none when its plan names no secret), or None when no
         more of its output may leave the Worker. After a restart the values are had again by replaying the
-        starting ACK, once the running ACK is known to have applied (so the replay answers already_running and
-        can neither start nor end the Attempt). Raises what the client raises (nothing is decided then)."""
+        starting ACK, once the running ACK is known to have applied (`acknowledged`: the record is
+        running_acknowledged, or its snapshot says running; else the running ACK is sent first), so the replay
+        answers already_running and can neither start nor end the Attempt. Raises what the client raises (nothing
+        is decided then)."""
         plan = inbox.offer.offer.plan
         if not plan.secret_names():
             return ()
@@ -476,7 +494,7 @@ class Coordinator:
         if known is not None:
             return known
         fence = ActivationRequest(**inbox.fence(session.generation))
-        if inbox.snapshot is None or inbox.snapshot.get("attemptStatus") != "running":
+        if not acknowledged and (inbox.snapshot is None or inbox.snapshot.get("attemptStatus") != "running"):
             ack = await self._client.activate(session, inbox.offer_id, "running", fence)  # the process exists
             if ack.status not in ("applied", "already_running"):
                 self._unmaskable(inbox)  # ended: no more output would be taken anyway
@@ -530,12 +548,12 @@ class Coordinator:
         cursor.answered(answer)
         return masked or before is None or answer.next_offset > before.next_offset
 
-    async def _ship(self, inbox: Inbox, handle: ProcessHandle, session: Session) -> None:
+    async def _ship(self, inbox: Inbox, handle: ProcessHandle, session: Session, *, acknowledged: bool) -> None:
         """A running task's tick: at most one chunk per stream; failures are isolated."""
         left = inbox.lease_left_s()
         timeout_s = None if left is None else max(MIN_CALL_S, left / 4)
         try:
-            values = await self._masking(inbox, session)
+            values = await self._masking(inbox, session, acknowledged=acknowledged)
         except ClientError:
             return  # no answer, or refused: the lease path decides; nothing leaves unmasked
         if values is None:

@@ -64,10 +64,8 @@ STARTUP_PAGE: Final = 64
 BACKOFF_MIN_S: Final = 1.0
 BACKOFF_MAX_S: Final = 30.0
 PENDING_PULL: Final = "pending_pull"  # journal meta key: the id of a pull sent but not answered
-CONTINUABLE: Final[frozenset[State]] = frozenset(
-    {"accepted", "starting_acknowledged", "launching", "started", "start_failed"}
-)
-ACTIVE: Final[frozenset[State]] = CONTINUABLE | {"running_acknowledged", "completion_pending"}
+CONTINUABLE: Final[frozenset[State]] = frozenset({"accepted", "starting_acknowledged", "launching", "start_failed"})
+ACTIVE: Final[frozenset[State]] = CONTINUABLE | {"started", "running_acknowledged", "completion_pending"}
 STOP_FACTS: Final[frozenset[State]] = frozenset(
     {"recovery_required", "control_plane_terminal", "lease_lost_local_execution_stopped",
      "lease_lost_local_execution_unverified"}

@@ -1,11 +1,12 @@
-"""The Processor: drives one inbox record from `accepted` to a started, acknowledged process
+"""The Processor: drives one inbox record from `accepted` to a started process
 (decision 0000 (ADR-0112 §3, ADR-0118 §3)). Touches the journal (compare-and-set), the control plane (through the
 one client) and the local process table (through the Executor).
 
 accepted → starting ACK → two-way deadline rule (plan has timeoutMs ⇔ snapshot has deadlineAtMs)
 → persist `starting_acknowledged` → replay the starting ACK just before spawning → `launching`
 (with a launch nonce) → spawn the runner wrapper in its own process group, its dead-man's switch set
-to the local Lease expiry → `started` (durable handle) → running ACK → `running_acknowledged`.
+to the local Lease expiry → `started` (durable handle). The coordinator, in the same tick, renews the Lease with the
+running ACK taken along (decision 0031) → `running_acknowledged`.
 A task is never spawned on a Lease that one lost answer would let expire: when less than half of the Lease
 last granted is left at the spawn (a Worker back from a crash or a freeze between its pull and the spawn),
 or none, the Processor renews it first and persists the renewal; with no process yet the database, not the
@@ -145,11 +146,6 @@ class Processor:
                 return await self._launch(record, session, inbox)
             if record.state == "launching":
                 return self._resume_launch(record, inbox)
-            if record.state == "started":
-                ack = await self._ack(session, inbox, "running")
-                if ack.status == "already_terminal":
-                    return None  # the coordinator stops the process and isolates the record
-                return self._save(record, "running_acknowledged", inbox.replace(snapshot=ack.snapshot.to_obj()))
             if record.state == "start_failed":
                 ack = await self._ack(session, inbox, "start-failure")
                 return self._save(record, "completed", inbox.replace(snapshot=ack.snapshot.to_obj()))
