@@ -261,6 +261,7 @@ def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
         has_pgss = _statements(admin) is not None
         if has_pgss:
             rt.execute("set pg_stat_statements.track = 'all'")
+            rt.execute("set pg_stat_statements.track_planning = on")
         rt.execute("set role ql_runtime")
         fix = Fixture(admin, rt)
         worker, session = fix.worker(1)
@@ -278,6 +279,7 @@ def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
         d = counters.delta()
         stmts = _statements(admin) if has_pgss else None
         inner = _inner(admin) if has_pgss else []
+        replanned = _replanned(admin, count) if has_pgss else []
         locks = _relation_locks(rt, worker, session)
         fence, _ = started_attempt(rt, worker, session)
         loop_us = _fence_loop_us(admin, worker, session, fence)
@@ -289,10 +291,24 @@ def lifecycle(dsn: str, count: int = LIFECYCLES, history: int = HISTORY) -> Row:
         out["inner_statements"] = stmts[0] / count
         out["calls"] = stmts[1] / count
         out["inner"] = [(query, calls / count, ms * 1000 / count) for query, calls, ms in inner]
+        out["replanned"] = replanned
     out["relation_locks"] = locks
     out["fence_loop_us"] = loop_us
     out["run_indexes"], out["event_partitions"] = run_indexes, event_partitions
     return out
+
+
+def _replanned(admin: psycopg.Connection[Any], count: int) -> list[str]:
+    """The inner statements planned on (nearly) every execution over `count` lifecycles: PL/pgSQL keeps a
+    statement's custom plans when they look cheaper than its generic one (a parameter that folds part of it away),
+    and then plans it anew on every call (decision 0031). A lifecycle should have none."""
+    rows = admin.execute(
+        "select regexp_replace(query, '\\s+', ' ', 'g') from pg_stat_statements"
+        " where not toplevel and calls >= %s and plans >= calls * 0.9"
+        " and dbid = (select oid from pg_database where datname = current_database())",
+        (count,),
+    ).fetchall()
+    return [str(q)[:140] for (q,) in rows]
 
 
 def _inner(admin: psycopg.Connection[Any]) -> list[tuple[str, int, float]]:

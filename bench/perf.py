@@ -260,7 +260,9 @@ def anatomy_lines(found: dict[str, Any], top: int = 12) -> str:
         f"**Where a lifecycle's time in PostgreSQL goes.** {lifecycle_cost.LIFECYCLES} lifecycles over SQL on one "
         f"connection (after a history of {lifecycle_cost.HISTORY:,} lifecycles, VACUUM ANALYZE and "
         f"{lifecycle_cost.LIFECYCLES} unmeasured), `pg_stat_statements.track = all`: per lifecycle "
-        f"{found['inner_statements']:.0f} inner statements in {found['calls']:.0f} calls, {fmt(found['wal_bytes'])} B "
+        f"{found['inner_statements']:.0f} inner statements in {found['calls']:.0f} calls"
+        f" ({len(found['replanned'])} planned anew on every call{': ' if found['replanned'] else ''}"
+        f"{'; '.join(f'`{q}`' for q in found['replanned'])}), {fmt(found['wal_bytes'])} B "
         f"of WAL in {found['wal_records']:.0f} records, {found['rows_written']:.0f} rows written; the statements "
         f"that are not calls of a function executed {fmt(total)} µs. The {top} that took longest, µs per lifecycle:\n\n"
         + table(["statement", "runs per lifecycle", "µs per lifecycle", ""], rows)

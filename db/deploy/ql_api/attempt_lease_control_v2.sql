@@ -29,10 +29,10 @@ set search_path = pg_catalog, pg_temp
 as $$
 -- p_running (the running ACK carried by a renewal, decision 0031): a renewal or replay that answers renewed or
 -- stop_requested also moves a starting Attempt to running (running_at_ms = the renewal's time, version and
--- callback_sequence +1, no event: what ql_api.attempt_activation_v1's running ACK writes); a running Attempt is left as
--- it is (the ACK's replay). With p_running, a claimed Attempt (no starting ACK yet) is fenced state_drift and nothing
--- changes, as a running ACK before the starting one is. Every other answer changes nothing, as without it. NULL is
--- invalid (running).
+-- callback_sequence +1, no event: what ql_api.attempt_activation_v1's running ACK writes) in a statement after the
+-- renewal's, under the same advisory lock; a running Attempt is left as it is (the ACK's replay). With p_running, a
+-- claimed Attempt (no starting ACK yet) is fenced state_drift and nothing changes, as a running ACK before the
+-- starting one is. Every other answer changes nothing, as without it. NULL is invalid (running).
 -- A live claimed|starting|running Attempt whose fence and expected version hold gets Lease version +1 and a new
 -- expiry from database time: now + the Lease's own length (ttl_ms, resolved by the pull from the plan, the pool or
 -- the global setting: decision 0028; ql.settings.lease_ttl_ms for a Lease without one). The Attempt's own version
@@ -89,14 +89,9 @@ begin
        and s.id = p_session_id and ql.session_fence(s, p_worker_id, p_worker_generation, v_now) is null
     returning l.attempt_id, l.version, l.expires_at_ms, a.status, a.deadline_at_ms, r.cancel_reason,
               r.cancel_requested_at_ms
-  ), ran as (   -- executed once whether read or not (a data-modifying WITH); the Attempt's writers hold its advisory lock
-    update ql.run_attempts a
-       set status = 'running', version = a.version + 1, callback_sequence = a.callback_sequence + 1, running_at_ms = v_now
-      from renewed n
-     where p_running and n.status = 'starting' and a.id = n.attempt_id
   )
-  select n.version, n.expires_at_ms, n.deadline_at_ms, n.cancel_reason, n.cancel_requested_at_ms
-    into v_lease.version, v_lease.expires_at_ms, v_attempt.deadline_at_ms, v_run.cancel_reason,
+  select n.version, n.expires_at_ms, n.status, n.deadline_at_ms, n.cancel_reason, n.cancel_requested_at_ms
+    into v_lease.version, v_lease.expires_at_ms, v_attempt.status, v_attempt.deadline_at_ms, v_run.cancel_reason,
          v_run.cancel_requested_at_ms
     from renewed n;
 
@@ -135,12 +130,14 @@ begin
       perform ql.run_cancel_intent(p_run_id, 'timeout', 'system', null, v_now);
       select * into v_run from ql.runs r where r.id = p_run_id;
     end if;
-    if p_running and v_attempt.status = 'starting' then
-      update ql.run_attempts a
-         set status = 'running', version = a.version + 1, callback_sequence = a.callback_sequence + 1,
-             running_at_ms = v_now
-       where a.id = p_attempt_id;
-    end if;
+  end if;
+  -- The running ACK taken along, after either path renewed (or replayed): a statement of its own, so the renewal's
+  -- statement is the same for every call and PL/pgSQL keeps its generic plan (a flag in it made every call plan anew).
+  if p_running and v_attempt.status = 'starting' then
+    update ql.run_attempts a
+       set status = 'running', version = a.version + 1, callback_sequence = a.callback_sequence + 1,
+           running_at_ms = v_now
+     where a.id = p_attempt_id;
   end if;
 
   return jsonb_build_object(

@@ -76,8 +76,12 @@ begin
   select w.pool into v_pool from ql.workers w
    where w.id = p_worker_id and w.status = 'active' and w.generation = p_worker_generation;
   if v_pool is null then return ql.outcome('fenced', 'worker_disabled'); end if;
-  select * into v_attempt from ql.run_attempts a where a.worker_id = p_worker_id and a.pull_id = p_pull_id;
-  if found then   -- the replay of a pull whose answer was lost: never a second claim
+  -- Only with a pull id: a NULL one would make PL/pgSQL plan this statement anew on every call (its plan for NULL,
+  -- folded to nothing, always looks cheaper than the generic one; docs/decisions/0031).
+  if p_pull_id is not null then
+    select * into v_attempt from ql.run_attempts a where a.worker_id = p_worker_id and a.pull_id = p_pull_id;
+  end if;
+  if v_attempt.id is not null then   -- the replay of a pull whose answer was lost: never a second claim
     perform pg_catalog.pg_advisory_xact_lock(ql.attempt_lock_key(v_attempt.id));
     select * into v_attempt from ql.run_attempts a where a.id = v_attempt.id for no key update;
     select * into v_lease from ql.run_leases l where l.attempt_id = v_attempt.id for no key update;
