@@ -23,8 +23,10 @@ import math
 import re
 import secrets
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -198,16 +200,20 @@ class Pgbench:
     cpu: dict[str, float]
 
 
-def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
-    """pgbench's builtin simple-update; CPU is metered from its 2nd second to 1 s before its end,
-    while all its connections live."""
+def pgbench(
+    env: Env, clients: int, threads: int, seconds: float, script: Path | None = None, database: str = "pgbench"
+) -> Pgbench:
+    """pgbench's builtin simple-update (or `script`, with the variable v = 0 to start); CPU is metered from its 2nd
+    second to 1 s before its end, while all its connections live."""
     base = [str(server_bindir() / "pgbench"), "-h", env.cluster.host, "-p", str(env.cluster.port), "-U", "postgres"]
     duration = max(3, round(seconds))
+    what = ["-b", "simple-update"] if script is None else ["-n", "-f", str(script), "-D", "v=0"]
     proc = subprocess.Popen(
-        [*base, "-b", "simple-update", "-c", str(clients), "-j", str(threads), "-T", str(duration),
-         "-M", "prepared", "pgbench"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [*base, *what, "-c", str(clients), "-j", str(threads), "-T", str(duration), "-M", "prepared", database],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         meter = cpu_meter(env, proc.pid)
         time.sleep(1.0)
@@ -223,6 +229,47 @@ def pgbench(env: Env, clients: int, threads: int, seconds: float) -> Pgbench:
         raise RuntimeError(f"pgbench failed or printed no result:\n{out}\n{err}")
     cpu.pop("self", None)
     return Pgbench(clients, float(tps[1]), float(lat[1]), cpu)
+
+
+# Each pgbench client renews one held Attempt: its fence read once (v = 0), then the renewal with the version the
+# last one answered. As the superuser, as pgbench's own simple-update runs (the function runs as its owner).
+RENEW_SCRIPT = """\\if :v = 0
+select w, s, g, p, r, a, o, lg, d, v from bench_renewals.fences where client = :client_id \\gset
+\\endif
+select ql_api.attempt_lease_control_v2(:w, :s, :g, :p, :r, :a, :o, :lg, :d, :v, false) ->> 'leaseVersion' as v \\gset
+"""
+
+
+def renewals_by_pgbench(env: Env, held: list[Held], seconds: float, folder: Path) -> Pgbench:
+    """The direct renewals with pgbench's C client (RENEW_SCRIPT), one held Attempt per client: the same client as
+    the simple-update they are compared with. The held versions are read back after it (every Attempt renewed)."""
+    attempts = [h.offer["attemptId"] for h in held]
+    with psycopg.connect(env.dsn("qinglong"), autocommit=True) as conn:
+        conn.execute("create schema bench_renewals")
+        conn.execute(
+            "create table bench_renewals.fences (client int primary key, w uuid, s uuid, g bigint, p uuid, r uuid,"
+            " a uuid, o uuid, lg bigint, d bytea, v bigint)"
+        )
+        for client, h in enumerate(held):
+            conn.execute(
+                "insert into bench_renewals.fences values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (client, *h.fence(), h.version),
+            )
+        script = folder / "renew.sql"
+        script.write_text(RENEW_SCRIPT)
+        try:
+            result = pgbench(env, len(held), 2, seconds, script=script, database="qinglong")
+        finally:
+            conn.execute("drop schema bench_renewals cascade")
+        versions: dict[str, int] = dict(
+            conn.execute(
+                "select attempt_id::text, version from ql.run_leases where attempt_id = any(%s::uuid[])", (attempts,)
+            ).fetchall()
+        )
+    for h in held:
+        assert versions[h.offer["attemptId"]] > h.version, "an Attempt pgbench did not renew"
+        h.version = int(versions[h.offer["attemptId"]])
+    return result
 
 
 def pgbench_init(env: Env) -> None:
@@ -301,6 +348,9 @@ async def run(env: Env, seconds: float) -> Result:
                 renew_calls = statements(env, "qinglong")
             phases.append(p)
             say(f"(a) direct, {k:>3} connections: {p.rate:,.0f}/s p50 {p.ms(50):.2f} ms p99 {p.ms(99):.2f} ms")
+        with tempfile.TemporaryDirectory(prefix="renew-") as folder:
+            renew8 = renewals_by_pgbench(env, held[:8], seconds, Path(folder))
+        say(f"(a) direct,   8 connections, pgbench as the client: {renew8.tps:,.0f}/s")
         for k in COUNTS:
             p = await shell_phase(held[:k], workers[:k], seconds, cpu_meter(env, shell.pid))
             phases.append(p)
@@ -318,7 +368,7 @@ async def run(env: Env, seconds: float) -> Result:
          "shell_cores_1": (one.cpu or {}).get("shell"), f"shell_cores_{PROCESSES}": (several.cpu or {}).get("shell"),
          "contended": contended(one.cpu) or contended(several.cpu)},
     )  # fmt: skip
-    return report(phases, diagnostic, several, pg8, pg1, seconds, shell.pool_size, pg8_calls, renew_calls)
+    return report(phases, diagnostic, several, pg8, pg1, renew8, seconds, shell.pool_size, pg8_calls, renew_calls)
 
 
 async def other_shell(env: Env, held: list[Held], workers: list[SimWorker], seconds: float, name: str) -> Phase:
@@ -357,6 +407,7 @@ def report(
     several: Phase,
     pg8: Pgbench,
     pg1: Pgbench,
+    renew8: Pgbench,
     seconds: float,
     pool: int,
     pg8_calls: list[Statement],
@@ -369,6 +420,10 @@ def report(
          fmt(pg.latency_ms, 2) + " (avg)", "—", "—", "—", wal_cell(pg.cpu, pg.tps),
          per_call(pg.cpu, "postgres", pg.tps), "—", "—", cpu_cell(pg.cpu)]
         for pg in (pg8, pg1)
+    ] + [
+        ["SQL function, pgbench as the client", f"{renew8.clients} connections", fmt(renew8.tps),
+         fmt(renew8.latency_ms, 2) + " (avg)", "—", "—", "—", wal_cell(renew8.cpu, renew8.tps),
+         per_call(renew8.cpu, "postgres", renew8.tps), "—", "—", cpu_cell(renew8.cpu)]
     ]  # fmt: skip
     for p in [*phases, wide, several]:
         label = {
@@ -427,6 +482,12 @@ def report(
         "each its own enrolled Worker with its own ECDSA P-256 certificate, session and one keep-alive socket "
         "(aiohttp, limit 1), every request signed with ql3w and answered `renewed` with version + 1. "
         "*pgbench*: builtin `simple-update` (`-M prepared`, scale 1) on its own database of the same cluster. "
+        "*SQL function, pgbench as the client*: the direct renewals at 8 connections with pgbench's C client instead "
+        "of Python's (a script of one `select ql_api.attempt_lease_control_v2(…) ->> 'leaseVersion' \\gset` a "
+        "transaction, each client renewing its own Attempt with the version the last renewal answered), so the "
+        "renewals and the simple-update they are compared with have the same client: the figure "
+        "`renew_direct_over_pgbench8` is this row over pgbench's. The Python client took about half a core for 8 "
+        "connections on this 2-core machine, beside PostgreSQL. "
         f"The diagnostic row runs the same {max(COUNTS)} Workers against a second shell process whose pool has "
         f"{WIDE_POOL} connections instead of {pool}. The `processes = {PROCESSES}` row runs them against a shell of "
         f"{PROCESSES} processes (one parent, {PROCESSES} children on the same ports with SO_REUSEPORT, a pool of "
@@ -467,6 +528,8 @@ def report(
         "pgbench8": pg8.tps,
         "pgbench1": pg1.tps,
         "direct": {k: direct[k].rate for k in DIRECT_COUNTS},
+        "direct_pgbench8": renew8.tps,
+        "direct_pgbench8_cpu": renew8.cpu,
         "shell": {k: shell[k].rate for k in COUNTS},
         "shell_cpu": {k: shell[k].cpu for k in COUNTS},
         "direct_cpu": {k: direct[k].cpu for k in DIRECT_COUNTS},
@@ -477,6 +540,7 @@ def report(
         "wal_per_pgbench_tx": pg8_wal,
         "contended": {
             "pgbench8": contended(pg8.cpu),
+            "direct_pgbench8": contended(renew8.cpu),
             **{f"direct{k}": contended(direct[k].cpu) for k in DIRECT_COUNTS},
             **{f"shell{k}": contended(shell[k].cpu) for k in COUNTS},
         },
