@@ -209,15 +209,21 @@ class Lifecycle:
             self._session = None  # expired or replaced: open a new one next time
             await self._ensure_session()
 
+    def _replaced(self, journal: Journal) -> bool:
+        """The journal was replaced under this Worker: writes would no longer reach what a restart reads, so it
+        fails closed (renews nothing, pulls nothing; every task stops at its local expiry, the runner's switch, and
+        the database recovers it). Logged once."""
+        if not journal.replaced():
+            return False
+        if not self.failed_closed:
+            emit(log, logging.ERROR, "journal.replaced", journal=str(journal.path))
+        self.failed_closed = True
+        return True
+
     async def _run_tick(self) -> None:
         journal = self._journal
         assert journal is not None
-        if journal.replaced():
-            # Writes would no longer reach what a restart reads: renew nothing, pull nothing. Every
-            # task then stops at its local expiry (the runner's switch) and the database recovers it.
-            if not self.failed_closed:
-                emit(log, logging.ERROR, "journal.replaced", journal=str(journal.path))
-            self.failed_closed = True
+        if self._replaced(journal):
             return
         now = time.monotonic()
         if self.refused is not None:
@@ -269,6 +275,8 @@ class Lifecycle:
         if self._stopping or self.failed_closed or stop_fact or self._session is None or backing_off:
             return
         if journal.count(states=ACTIVE) >= self._capacity:
+            return
+        if self._replaced(journal):  # since the tick began (supervision takes a while): claim nothing to lose
             return
         # The pull's id is durable before it is sent: a pull whose answer was lost is replayed with the
         # same id and gets the same offer (or `pull_spent`), never a second claim.
