@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
@@ -26,7 +26,7 @@ import pytest
 from qinglong import db
 from qinglong.devdb import Cluster
 from qinglong.shell import app
-from qinglong.shell.routes import ROUTES, Args, Call, Route
+from qinglong.shell.routes import ROUTES, Args, Call
 from qinglong.wire.codec import KIB, MAX_SAFE_INTEGER
 from qinglong.wire.common import AttemptFence
 from qinglong.wire.fields import Int, Uuid, wire
@@ -127,25 +127,24 @@ def release_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     answers the Worker as the release's would. Both v1 functions stay at HEAD, so they serve across the deploy and
     after the rollback alike."""
 
-    def without(route: Route, name: str) -> Callable[[Call, Any], Args]:
-        def release_args(c: Call, b: Any) -> Args:
-            if isinstance(b, ReleaseLeaseControlRequest):  # HEAD's arguments are made from HEAD's body
-                b = LeaseControlRequest.from_obj(b.to_obj())
-            args = dict(route.args(c, b))
-            del args[name]
-            return args
-
-        return release_args
-
     by_name: dict[str, Any] = {r.name: r for r in ROUTES}  # each its own RouteOf[request]
     activation, lease = by_name["worker.activation"], by_name["worker.lease_control"]
+
+    def activation_args(c: Call, b: Any) -> Args:
+        args = dict(activation.args(c, b))
+        del args["p_error_message"]
+        return args
+
+    def lease_args(c: Call, b: ReleaseLeaseControlRequest) -> Args:
+        args = dict(lease.args(c, LeaseControlRequest.from_obj(b.to_obj())))  # HEAD's arguments from HEAD's body
+        del args["p_running"]
+        return args
+
     release = {
-        activation.name: dataclasses.replace(
-            activation, function="attempt_activation_v1", args=without(activation, "p_error_message")
-        ),
+        activation.name: dataclasses.replace(activation, function="attempt_activation_v1", args=activation_args),
         lease.name: dataclasses.replace(
             lease, function="attempt_lease_control_v1", request=lambda match: ReleaseLeaseControlRequest,
-            args=without(lease, "p_running"),
+            args=lease_args,
         ),
     }  # fmt: skip
     monkeypatch.setattr(app, "ROUTES", tuple(release.get(r.name, r) for r in ROUTES))
